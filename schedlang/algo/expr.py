@@ -1,0 +1,538 @@
+"""Expression trees of the algorithm language (and, extended by ``lower/``, of loop IR).
+
+Nodes are immutable; operators on them build new nodes with SPEC §1's typing rules
+(weak Python literals, lossless widening). ``==`` builds a comparison, so nodes hash
+by identity; ``structural_key(e)`` gives a hashable structural identity.
+Example: ``i = Var("i"); e = (i + 1) * 2`` is an int32 expression.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+from ..errors import AlgorithmError
+from . import types as T
+from .types import DType
+
+CMP_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+BOOL_OPS = ("and", "or")
+ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max",
+             "bitand", "bitor", "bitxor", "shl", "shr")
+SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
+          "bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>",
+          "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+          "and": "&&", "or": "||"}
+MATH_FUNCS = ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor", "ceil", "erf",
+              "abs", "pow")
+
+
+class ExprOps:
+    """Operator overloading shared by expressions and expression-like objects (1-D RDoms)."""
+
+    __slots__ = ()
+
+    def __add__(self, o): return binary("add", self, o)
+    def __radd__(self, o): return binary("add", o, self)
+    def __sub__(self, o): return binary("sub", self, o)
+    def __rsub__(self, o): return binary("sub", o, self)
+    def __mul__(self, o): return binary("mul", self, o)
+    def __rmul__(self, o): return binary("mul", o, self)
+    def __truediv__(self, o): return true_div(self, o)
+    def __rtruediv__(self, o): return true_div(o, self)
+    def __floordiv__(self, o): return binary("floordiv", self, o)
+    def __rfloordiv__(self, o): return binary("floordiv", o, self)
+    def __mod__(self, o): return binary("mod", self, o)
+    def __rmod__(self, o): return binary("mod", o, self)
+    def __pow__(self, o): return power(self, o)
+    def __rpow__(self, o): return power(o, self)
+    def __and__(self, o): return bitwise("bitand", self, o)
+    def __rand__(self, o): return bitwise("bitand", o, self)
+    def __or__(self, o): return bitwise("bitor", self, o)
+    def __ror__(self, o): return bitwise("bitor", o, self)
+    def __xor__(self, o): return bitwise("bitxor", self, o)
+    def __rxor__(self, o): return bitwise("bitxor", o, self)
+    def __lshift__(self, o): return shift("shl", self, o)
+    def __rlshift__(self, o): return shift("shl", o, self)
+    def __rshift__(self, o): return shift("shr", self, o)
+    def __rrshift__(self, o): return shift("shr", o, self)
+    def __neg__(self): return negate(self)
+    def __pos__(self): return to_expr(self)
+    def __invert__(self): return invert(self)
+    def __abs__(self): return call_math("abs", self)
+    def __lt__(self, o): return binary("lt", self, o)
+    def __le__(self, o): return binary("le", self, o)
+    def __gt__(self, o): return binary("gt", self, o)
+    def __ge__(self, o): return binary("ge", self, o)
+    def __eq__(self, o): return binary("eq", self, o)  # type: ignore[override]
+    def __ne__(self, o): return binary("ne", self, o)  # type: ignore[override]
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        raise AlgorithmError(
+            f"the expression {to_expr(self)} has no Python truth value; use sl.select(...) "
+            "for a choice and & / | instead of 'and' / 'or'")
+
+
+class Expr(ExprOps):
+    """Base of every expression node; ``dtype`` is its DType."""
+
+    __slots__ = ("dtype", "_key")
+    children: tuple = ()
+
+    def __repr__(self):
+        from .printer import expr_to_str
+        return expr_to_str(self)
+
+    __str__ = __repr__
+
+    def kids(self):
+        """The child expressions, in field order."""
+        return tuple(getattr(self, f) for f in self.children)
+
+    def with_kids(self, kids):
+        """A copy of this node with its child expressions replaced."""
+        if all(a is b for a, b in zip(kids, self.kids())):
+            return self
+        new = object.__new__(type(self))
+        for s in _all_slots(type(self)):
+            if s != "_key" and hasattr(self, s):
+                object.__setattr__(new, s, getattr(self, s))
+        for f, k in zip(self.children, kids):
+            object.__setattr__(new, f, k)
+        return new
+
+
+def _all_slots(cls):
+    out = []
+    for c in cls.__mro__:
+        out.extend(getattr(c, "__slots__", ()))
+    return out
+
+
+class Const(Expr):
+    """A literal. ``weak`` marks a bare Python number whose type is not fixed yet."""
+
+    __slots__ = ("value", "weak")
+
+    def __init__(self, value, dtype: DType, weak: bool = False):
+        if dtype.is_float:
+            value = float(value)
+        elif dtype.is_bool:
+            value = bool(value)
+        else:
+            value = int(value)
+        self.value, self.dtype, self.weak = value, dtype, weak
+
+
+class Var(Expr):
+    """A named integer variable: a pure dimension of a Func, or a loop / let variable."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str, dtype: DType = T.int32):
+        if not isinstance(name, str) or not name:
+            raise AlgorithmError(f"a Var needs a non-empty str name, got {name!r}")
+        self.name, self.dtype = name, dtype
+
+
+class RVar(Var):
+    """One dimension of an RDom: a reduction variable."""
+
+    __slots__ = ("rdom", "dim")
+
+    def __init__(self, name, rdom, dim):
+        super().__init__(name, T.int32)
+        self.rdom, self.dim = rdom, dim
+
+
+class SizeVar(Var):
+    """A symbolic size (``"M"`` in an Input's shape); int64, bound from argument shapes."""
+
+    __slots__ = ()
+
+    def __init__(self, name):
+        super().__init__(name, T.int64)
+
+
+class Param(Var):
+    """A scalar argument of the kernel: ``alpha = sl.Param("alpha", sl.float32)``."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str, dtype=T.float32):
+        super().__init__(name, T.as_dtype(dtype))
+
+
+class BinOp(Expr):
+    __slots__ = ("op", "a", "b")
+    children = ("a", "b")
+
+    def __init__(self, op, a, b, dtype=None):
+        self.op, self.a, self.b = op, a, b
+        self.dtype = dtype or (T.bool_.with_lanes(a.dtype.lanes) if op in CMP_OPS else a.dtype)
+
+
+class UnOp(Expr):
+    """``neg`` (arithmetic negation) or ``not`` (bitwise not; logical not on bool)."""
+
+    __slots__ = ("op", "a")
+    children = ("a",)
+
+    def __init__(self, op, a):
+        self.op, self.a, self.dtype = op, a, a.dtype
+
+
+class Select(Expr):
+    __slots__ = ("cond", "t", "f")
+    children = ("cond", "t", "f")
+
+    def __init__(self, cond, t, f):
+        self.cond, self.t, self.f, self.dtype = cond, t, f, t.dtype
+
+
+class Cast(Expr):
+    __slots__ = ("value",)
+    children = ("value",)
+
+    def __init__(self, dtype, value):
+        self.dtype, self.value = dtype, value
+
+
+class Call(Expr):
+    """A pure math function (``exp``, ``pow``, ...) applied elementwise."""
+
+    __slots__ = ("name", "args")
+    children = ("args",)
+
+    def __init__(self, name, args, dtype):
+        self.name, self.args, self.dtype = name, tuple(args), dtype
+
+    def kids(self):
+        return self.args
+
+    def with_kids(self, kids):
+        kids = tuple(kids)
+        if all(a is b for a, b in zip(kids, self.args)):
+            return self
+        return Call(self.name, kids, self.dtype)
+
+
+class FuncRef(Expr):
+    """A read of a Func or Input at an index: ``A[i, k]``."""
+
+    __slots__ = ("func", "args")
+
+    def __init__(self, func, args):
+        self.func, self.args, self.dtype = func, tuple(args), func.dtype
+
+    def kids(self):
+        return self.args
+
+    def with_kids(self, kids):
+        kids = tuple(kids)
+        if all(a is b for a, b in zip(kids, self.args)):
+            return self
+        return FuncRef(self.func, kids)
+
+
+class Reduce(Expr):
+    """An inline reduction (``sl.sum(...)``) over the RDom ``rdom``.
+
+    ``op`` is one of sum / product / maximum / minimum / argmax / argmin.
+    """
+
+    __slots__ = ("op", "body", "rdom")
+    children = ("body",)
+
+    def __init__(self, op, body, rdom, dtype):
+        self.op, self.body, self.rdom, self.dtype = op, body, rdom, dtype
+
+
+# ----------------------------------------------------------------------------- building
+
+def to_expr(x) -> Expr:
+    """Turn a Python number, bool, Expr or 1-D RDom into an Expr (numbers become weak)."""
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, bool):
+        return Const(x, T.bool_)
+    if isinstance(x, int):
+        return Const(x, T.int32, weak=True)
+    if isinstance(x, float):
+        return Const(x, T.float32, weak=True)
+    conv = getattr(x, "as_expr", None)
+    if conv is not None:
+        return conv()
+    try:
+        import numpy as np
+        if isinstance(x, np.generic):
+            return Const(x.item(), T.from_numpy(x.dtype))
+    except ImportError:  # pragma: no cover
+        pass
+    raise AlgorithmError(f"cannot use {x!r} ({type(x).__name__}) in an expression; use a number, "
+                         "a Var, a Param or a Func / Input read")
+
+
+def is_weak(e):
+    return isinstance(e, Const) and e.weak
+
+
+def cast(dtype, e) -> Expr:
+    """``sl.cast(sl.int32, x)``: convert with C semantics (truncate, wrap, round to even)."""
+    dtype = T.as_dtype(dtype)
+    e = to_expr(e)
+    if e.dtype.element() == dtype:
+        return e
+    if isinstance(e, Const):
+        return Const(_convert_value(e.value, dtype), dtype)
+    return Cast(dtype.with_lanes(e.dtype.lanes), e)
+
+
+def _convert_value(v, dtype):
+    if dtype.is_bool:
+        return bool(v)
+    if dtype.is_float:
+        import numpy as np
+        return float(np.array(v, dtype=np.float64).astype(dtype.numpy if dtype.name != "bfloat16"
+                                                          else np.float32))
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return 0
+        v = int(v)  # truncation toward zero
+    v = int(v) & ((1 << dtype.bits) - 1)
+    if dtype.is_signed and v >= 1 << (dtype.bits - 1):
+        v -= 1 << dtype.bits
+    return v
+
+
+def _literal_as(lit: Const, dtype: DType, op: str, other) -> Expr:
+    if dtype.is_float or (dtype.is_bool and lit.dtype.is_float):
+        return Const(lit.value, dtype if dtype.is_float else T.float32)
+    if lit.dtype.is_float:  # float literal next to an integer: float32
+        return Const(lit.value, T.float32)
+    if dtype.is_bool:
+        return Const(lit.value, T.int32)
+    if not T.literal_fits(lit.value, dtype):
+        raise AlgorithmError(f"the literal {lit.value} does not fit {dtype} (the type of {other}) "
+                             f"in '{SYMBOL.get(op, op)}'; use sl.cast to widen the operand first")
+    return Const(lit.value, dtype)
+
+
+def unify(op, a, b):
+    """Apply SPEC §1's promotion to two operands; returns both converted to one type."""
+    a, b = to_expr(a), to_expr(b)
+    wa, wb = is_weak(a), is_weak(b)
+    if wa and wb:
+        t = T.float32 if (a.dtype.is_float or b.dtype.is_float) else T.int32
+        return Const(a.value, t, weak=True), Const(b.value, t, weak=True)
+    if wa:
+        a = _literal_as(a, b.dtype, op, b)
+    elif wb:
+        b = _literal_as(b, a.dtype, op, a)
+    ta, tb = a.dtype.element(), b.dtype.element()
+    if ta == tb:
+        return a, b
+    if ta.is_bool and tb.is_bool:
+        return a, b
+    t = T.promote_types(ta, tb) if not (ta.is_bool or tb.is_bool) else (tb if ta.is_bool else ta)
+    return cast(t, a), cast(t, b)
+
+
+_PY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+       "min": min, "max": max, "eq": operator.eq, "ne": operator.ne, "lt": operator.lt,
+       "le": operator.le, "gt": operator.gt, "ge": operator.ge}
+
+
+def binary(op, a, b) -> Expr:
+    """Build ``a <op> b`` with promotion; integer ``floordiv``/``mod`` are Python's."""
+    a, b = unify(op, a, b)
+    if op in ("floordiv", "mod") and a.dtype.is_bool:
+        a, b = cast(T.int32, a), cast(T.int32, b)
+    if op in ("add", "sub", "mul") and a.dtype.is_bool:
+        a, b = cast(T.int32, a), cast(T.int32, b)
+    if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak and op in _PY:
+        v = _PY[op](a.value, b.value)
+        return Const(v, T.bool_) if op in CMP_OPS else Const(v, a.dtype, weak=True)
+    if op == "floordiv" and a.dtype.is_float:
+        return call_math("floor", BinOp("div", a, b))
+    if op == "mod" and a.dtype.is_float:
+        return BinOp("sub", a, BinOp("mul", call_math("floor", BinOp("div", a, b)), b))
+    return BinOp(op, a, b)
+
+
+def true_div(a, b) -> Expr:
+    """``a / b``: true division; integer operands are converted to float32 first (as torch)."""
+    a, b = unify("div", a, b)
+    if not a.dtype.is_float:
+        a, b = cast(T.float32, a), cast(T.float32, b)
+    return BinOp("div", a, b)
+
+
+def bitwise(op, a, b) -> Expr:
+    a, b = unify(op, a, b)
+    if a.dtype.is_float:
+        raise AlgorithmError(f"'{SYMBOL[op]}' needs integer or bool operands, got {a.dtype}; "
+                             "use sl.cast to an integer type first")
+    if a.dtype.is_bool:
+        return BinOp({"bitand": "and", "bitor": "or", "bitxor": "ne"}[op], a, b)
+    return BinOp(op, a, b)
+
+
+def shift(op, a, b) -> Expr:
+    a, b = to_expr(a), to_expr(b)
+    if is_weak(a) and not is_weak(b):
+        a = Const(a.value, T.int32)
+    if a.dtype.is_float or b.dtype.is_float:
+        raise AlgorithmError(f"'{SYMBOL[op]}' needs integer operands, got {a.dtype} and {b.dtype}")
+    if is_weak(a) and is_weak(b):
+        a = Const(a.value, T.int32)
+    return BinOp(op, a, cast(a.dtype, b))
+
+
+def negate(a) -> Expr:
+    a = to_expr(a)
+    if isinstance(a, Const):
+        return Const(-a.value, a.dtype, a.weak)
+    if a.dtype.is_bool:
+        a = cast(T.int32, a)
+    return UnOp("neg", a)
+
+
+def invert(a) -> Expr:
+    a = to_expr(a)
+    if a.dtype.is_float:
+        raise AlgorithmError(f"'~' needs an integer or bool operand, got {a.dtype}")
+    if is_weak(a):
+        a = Const(a.value, T.int32)
+    return UnOp("not", a)
+
+
+def power(a, b) -> Expr:
+    """``a ** b``: a small non-negative literal exponent multiplies out, else float pow."""
+    a, b = to_expr(a), to_expr(b)
+    if is_weak(b) and not b.dtype.is_float and 0 <= b.value <= 16 and not is_weak(a):
+        if b.value == 0:
+            return cast(a.dtype, 1)
+        out = a
+        for _ in range(b.value - 1):
+            out = BinOp("mul", out, a)
+        return out
+    return call_math("pow", a, b)
+
+
+def call_math(name, *args) -> Expr:
+    """Apply a math function; integer arguments are converted to float32 (abs keeps ints)."""
+    args = [to_expr(a) for a in args]
+    if name == "abs":
+        a = args[0]
+        if is_weak(a):
+            return Const(abs(a.value), a.dtype, weak=True)
+        if a.dtype.is_bool:
+            raise AlgorithmError("sl.abs needs a number, got a bool expression")
+        return Call("abs", [a], a.dtype)
+    if name == "pow":
+        a, b = unify("pow", *args)
+        if not a.dtype.is_float:
+            a, b = cast(T.float32, a), cast(T.float32, b)
+        return Call("pow", [a, b], a.dtype)
+    (a,) = args
+    if is_weak(a):
+        a = Const(a.value, T.float32)
+    if not a.dtype.is_float:
+        a = cast(T.float32, a)
+    return Call(name, [a], a.dtype)
+
+
+def select(cond, t, f) -> Expr:
+    """``sl.select(c, a, b)``: ``a`` where the bool ``c`` holds, else ``b``."""
+    cond = to_expr(cond)
+    if not cond.dtype.is_bool:
+        raise AlgorithmError(f"sl.select needs a bool condition, got {cond} of type {cond.dtype}; "
+                             "compare it (e.g. x != 0)")
+    t, f = unify("select", t, f)
+    if is_weak(t) and is_weak(f):
+        t, f = Const(t.value, t.dtype), Const(f.value, f.dtype)
+    return Select(cond, t, f)
+
+
+def minimum2(a, b) -> Expr:
+    return binary("min", a, b)
+
+
+def maximum2(a, b) -> Expr:
+    return binary("max", a, b)
+
+
+def clamp(x, lo, hi) -> Expr:
+    """``sl.clamp(x, lo, hi)`` = ``min(max(x, lo), hi)``."""
+    return binary("min", binary("max", x, lo), hi)
+
+
+def fix_weak(e: Expr) -> Expr:
+    """A weak literal standing alone becomes int32 / float32."""
+    if is_weak(e):
+        return Const(e.value, e.dtype)
+    return e
+
+
+def map_expr(e, fn):
+    """Rebuild ``e`` bottom-up; ``fn(node)`` returns a replacement or None to keep it."""
+    kids = e.kids()
+    if kids:
+        e = e.with_kids(tuple(map_expr(k, fn) for k in kids))
+    r = fn(e)
+    return e if r is None else r
+
+
+def substitute(e, mapping: dict):
+    """Replace Vars by name: ``mapping`` maps var name -> Expr."""
+    if not mapping:
+        return e
+
+    def fn(n):
+        if isinstance(n, Var) and not isinstance(n, Param) and n.name in mapping:
+            return mapping[n.name]
+        return None
+    return map_expr(e, fn)
+
+
+def walk_expr(e, fn):
+    """Call ``fn`` on every node of ``e`` (pre-order)."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        fn(n)
+        stack.extend(n.kids())
+
+
+def expr_vars(e) -> set:
+    """Names of the Vars (not Params) an expression mentions."""
+    out = set()
+    walk_expr(e, lambda n: out.add(n.name) if isinstance(n, Var) else None)
+    return out
+
+
+def structural_key(e):
+    """A hashable key equal for structurally identical expressions."""
+    try:
+        return e._key
+    except AttributeError:
+        pass
+    if isinstance(e, Const):
+        k = ("C", e.value, e.dtype.name, e.dtype.lanes)
+    elif isinstance(e, Var):
+        k = ("V", type(e).__name__, e.name, e.dtype.name)
+    elif isinstance(e, FuncRef):
+        k = ("F", e.func.name, id(e.func)) + tuple(structural_key(a) for a in e.args)
+    else:
+        extra = tuple(getattr(e, s) for s in ("op", "name", "buffer", "lanes") if hasattr(e, s))
+        if isinstance(e, Reduce):
+            extra += (id(e.rdom),)
+        k = (type(e).__name__, e.dtype.name, e.dtype.lanes) + extra + tuple(
+            structural_key(c) for c in e.kids())
+    object.__setattr__(e, "_key", k)
+    return k
+
+
+def same(a, b) -> bool:
+    return a is b or structural_key(a) == structural_key(b)

@@ -1,0 +1,569 @@
+"""Funcs, Inputs, RDoms, inline reductions and boundary conditions (SPEC §1).
+
+A Func has a pure definition and zero or more update definitions; each is a
+``Definition`` (one schedulable stage). Example::
+
+    f = Func("f"); f[x] = g[x]
+    r = RDom((1, N - 1)); f[r] = f[r - 1] + g[r]     # a scan: update stage 1
+"""
+from __future__ import annotations
+
+import itertools
+import re
+
+from ..errors import AlgorithmError
+from . import expr as E
+from . import types as T
+
+_counter = itertools.count()
+IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check_name(kind, name):
+    if not isinstance(name, str) or not name:
+        raise AlgorithmError(f"a {kind} needs a non-empty str name, got {name!r}")
+    return name
+
+
+def vars(names: str):
+    """``i, j = sl.vars("i j")``: several pure Vars at once."""
+    return tuple(E.Var(n) for n in names.replace(",", " ").split())
+
+
+def size_expr(x, what):
+    """A dimension size: an int, a str naming a symbolic size, or an integer expression."""
+    if isinstance(x, bool):
+        raise AlgorithmError(f"{what}: a size must be an int or a str, got {x!r}")
+    if isinstance(x, int):
+        if x < 0:
+            raise AlgorithmError(f"{what}: a size must be >= 0, got {x}")
+        return E.Const(x, T.int64)
+    if isinstance(x, str):
+        if not IDENT.match(x):
+            raise AlgorithmError(f"{what}: the symbolic size {x!r} must be a Python identifier")
+        return E.SizeVar(x)
+    e = E.to_expr(x)
+    if not e.dtype.is_int:
+        raise AlgorithmError(f"{what}: a size must be an integer expression, got {e.dtype}")
+    return E.cast(T.int64, E.fix_weak(e))
+
+
+class Callable:
+    """Shared behaviour of things that can be read at an index: Func and Input."""
+
+    name: str
+    dtype: T.DType
+
+    def _index_args(self, args):
+        if not isinstance(args, tuple):
+            args = (args,)
+        out = []
+        for a in args:
+            if isinstance(a, slice):
+                raise AlgorithmError(f"{self.name}[...]: slices are not indices; use Vars or "
+                                     "integer expressions")
+            e = E.to_expr(a)
+            if not (e.dtype.is_int or e.dtype.is_bool):
+                raise AlgorithmError(f"{self.name}[{', '.join(str(E.to_expr(x)) for x in args)}]: "
+                                     f"index {e} has type {e.dtype}; indices must be integers "
+                                     "(use sl.cast(sl.int32, ...))")
+            out.append(E.fix_weak(e))
+        return out
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class Input(Callable):
+    """A kernel input buffer: ``A = sl.Input("A", sl.float32, ("M", "K"))``.
+
+    Dims are ints or str names of symbolic sizes; ``A.shape[0]`` is an int64 expression.
+    """
+
+    def __init__(self, name, dtype, shape):
+        self.name = _check_name("Input", name)
+        self.dtype = T.as_dtype(dtype)
+        if isinstance(shape, (int, str)):
+            shape = (shape,)
+        self.shape = tuple(size_expr(s, f"Input {name} shape") for s in shape)
+        if not self.shape:
+            raise AlgorithmError(f"Input {name}: give at least one dimension")
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __getitem__(self, args):
+        args = self._index_args(args)
+        if len(args) != len(self.shape):
+            raise AlgorithmError(f"{self.name} has {len(self.shape)} dimensions but is indexed "
+                                 f"with {len(args)}: {self.name}[{', '.join(map(str, args))}]")
+        return E.FuncRef(self, args)
+
+
+class RDom(E.ExprOps):
+    """A reduction domain: ``RDom(K)`` or ``RDom((lo, extent), (lo2, extent2), name="r")``.
+
+    A 1-D RDom is itself an expression; dims are ``r.x, r.y, r.z, r.w``. The first
+    dimension is the outermost loop.
+    """
+
+    def __init__(self, *ranges, name=None, _vars=None, _pred=None):
+        if len(ranges) == 1 and isinstance(ranges[0], list):
+            ranges = tuple(ranges[0])
+        if not ranges:
+            raise AlgorithmError("RDom needs at least one range: RDom(extent) or RDom((lo, extent))")
+        self.name = name or f"r{next(_counter)}"
+        _check_name("RDom", self.name)
+        self.bounds = []
+        for d, r in enumerate(ranges):
+            if isinstance(r, tuple):
+                if len(r) != 2:
+                    raise AlgorithmError(f"RDom {self.name}: a range is (lo, extent), got {r!r}")
+                lo, ext = r
+            else:
+                lo, ext = 0, r
+            self.bounds.append((size_expr(lo, f"RDom {self.name} min") if not isinstance(lo, int)
+                                else E.Const(lo, T.int64),
+                                size_expr(ext, f"RDom {self.name} extent")))
+        if len(self.bounds) > 4:
+            raise AlgorithmError(f"RDom {self.name}: at most 4 dimensions (x, y, z, w)")
+        if _vars is None:
+            names = [self.name] if len(self.bounds) == 1 else [
+                f"{self.name}.{c}" for c in "xyzw"[:len(self.bounds)]]
+            _vars = [E.RVar(n, self, d) for d, n in enumerate(names)]
+        self.vars = list(_vars)
+        self.predicate = _pred
+
+    @property
+    def ndim(self):
+        return len(self.bounds)
+
+    def __getattr__(self, attr):
+        if attr in ("x", "y", "z", "w"):
+            d = "xyzw".index(attr)
+            if d >= len(self.vars):
+                raise AlgorithmError(f"RDom {self.name} has {len(self.vars)} dimension(s); "
+                                     f".{attr} does not exist")
+            return self.vars[d]
+        raise AttributeError(attr)
+
+    def __len__(self):
+        return len(self.vars)
+
+    def __iter__(self):
+        return iter(self.vars)
+
+    def as_expr(self):
+        if len(self.vars) != 1:
+            raise AlgorithmError(f"RDom {self.name} has {len(self.vars)} dimensions; use "
+                                 f"{self.name}.x, {self.name}.y, ... in expressions")
+        return self.vars[0]
+
+    def where(self, pred):
+        """A new RDom over the same box, restricted to points where ``pred`` holds."""
+        pred = E.to_expr(pred)
+        if not pred.dtype.is_bool:
+            raise AlgorithmError(f"RDom {self.name}.where: the predicate {pred} must be a bool "
+                                 "expression (a comparison)")
+        new = RDom.__new__(RDom)
+        new.name, new.bounds = self.name, list(self.bounds)
+        new.vars = [E.RVar(v.name, new, v.dim) for v in self.vars]
+        mapping = {id(o): n for o, n in zip(self.vars, new.vars)}
+        pred = _replace_rvars(pred, mapping)
+        old = _replace_rvars(self.predicate, mapping) if self.predicate is not None else None
+        new.predicate = pred if old is None else E.binary("and", old, pred)
+        return new
+
+    def __repr__(self):
+        return f"RDom({self.name!r})"
+
+
+def _replace_rvars(e, mapping):
+    def go(n):
+        if isinstance(n, E.RVar) and id(n) in mapping:
+            return mapping[id(n)]
+        kids = n.kids()
+        if not kids:
+            return n
+        return n.with_kids(tuple(go(k) for k in kids))
+    return go(e)
+
+
+# ---------------------------------------------------------------------------- reductions
+
+def _free(e, cls):
+    """Distinct nodes of class ``cls`` in ``e`` outside any Reduce, in first-seen order."""
+    seen, out = set(), []
+
+    def go(n, inside):
+        if isinstance(n, E.Reduce):
+            return
+        if isinstance(n, cls) and id(n) not in seen:
+            seen.add(id(n))
+            out.append(n)
+        for k in n.kids():
+            go(k, inside)
+    go(e, False)
+    return out
+
+
+def _reduction(op, e, over):
+    body = E.fix_weak(E.to_expr(e))
+    rdoms = []
+    if over is not None:
+        over = over if isinstance(over, (list, tuple)) else [over]
+        for o in over:
+            rd = o if isinstance(o, RDom) else getattr(o, "rdom", None)
+            if rd is None:
+                raise AlgorithmError(f"sl.{op}(over=...): {o!r} is not an RDom")
+            if all(rd is not r for r in rdoms):
+                rdoms.append(rd)
+    else:
+        for v in _free(body, E.RVar):
+            if all(v.rdom is not r for r in rdoms):
+                rdoms.append(v.rdom)
+    if not rdoms:
+        raise AlgorithmError(f"sl.{op}({body}): the expression uses no RDom; reduce over an "
+                             "RDom variable (or pass over=...)")
+    if len(rdoms) > 1:
+        if op in ("argmax", "argmin"):
+            raise AlgorithmError(f"sl.{op} needs a single 1-D RDom, got "
+                                 f"{', '.join(r.name for r in rdoms)}")
+        rdoms = [_product_domain(rdoms)]
+    (rd,) = rdoms
+    if op in ("argmax", "argmin"):
+        if rd.ndim != 1:
+            raise AlgorithmError(f"sl.{op} needs a 1-D RDom; {rd.name} has {rd.ndim} dimensions")
+        if body.dtype.is_bool:
+            body = E.cast(T.int32, body)
+        return E.Reduce(op, body, rd, T.int32)
+    if body.dtype.is_bool:
+        body = E.cast(T.int32, body) if op in ("sum", "product") else body
+    return E.Reduce(op, body, rd, body.dtype)
+
+
+def _product_domain(rdoms):
+    """One RDom over the product of several, keeping their variables (first outermost)."""
+    rd = RDom.__new__(RDom)
+    rd.name = "*".join(r.name for r in rdoms)
+    rd.bounds = [b for r in rdoms for b in r.bounds]
+    rd.vars = [v for r in rdoms for v in r.vars]
+    pred = None
+    for r in rdoms:
+        if r.predicate is not None:
+            pred = r.predicate if pred is None else E.binary("and", pred, r.predicate)
+    rd.predicate = pred
+    return rd
+
+
+def sum(e, over=None):  # noqa: A001 - the SPEC's name
+    """``sl.sum(A[i, k] * B[k, j])``: sum over the RDoms in the expression."""
+    return _reduction("sum", e, over)
+
+
+def product(e, over=None):
+    """Product over the RDoms in the expression."""
+    return _reduction("product", e, over)
+
+
+def maximum(e, over=None):
+    """Maximum over the RDoms in the expression."""
+    return _reduction("maximum", e, over)
+
+
+def minimum(e, over=None):
+    """Minimum over the RDoms in the expression."""
+    return _reduction("minimum", e, over)
+
+
+def argmax(e, over=None):
+    """int32 value of the (1-D) RDom variable at the first maximum."""
+    return _reduction("argmax", e, over)
+
+
+def argmin(e, over=None):
+    """int32 value of the (1-D) RDom variable at the first minimum."""
+    return _reduction("argmin", e, over)
+
+
+def reduce_identity(op, dtype):
+    """The starting value of a reduction's accumulator."""
+    if op == "sum":
+        return E.Const(0, dtype)
+    if op == "product":
+        return E.Const(1, dtype)
+    if op in ("maximum", "argmax"):
+        return E.Const(dtype.min_value(), dtype)
+    return E.Const(dtype.max_value(), dtype)
+
+
+# ------------------------------------------------------------------------------- Funcs
+
+class Definition:
+    """One stage of a Func: ``func[args] = value`` (stage 0 is the pure definition).
+
+    ``loop_vars`` are the stage's loops before scheduling, outermost first: pure Vars in
+    argument order, then reduction variables in RDom order.
+    """
+
+    def __init__(self, func, index, args, value, pure_vars, rvars, predicate):
+        self.func, self.index, self.args, self.value = func, index, tuple(args), value
+        self.pure_vars, self.rvars, self.predicate = list(pure_vars), list(rvars), predicate
+
+    @property
+    def loop_vars(self):
+        return self.pure_vars + self.rvars
+
+    @property
+    def is_update(self):
+        return self.index > 0
+
+    @property
+    def reductions(self):
+        """The inline Reduce nodes of this stage (pure definition only)."""
+        out = []
+
+        def go(n):
+            if isinstance(n, E.Reduce):
+                out.append(n)
+                return
+            for k in n.kids():
+                go(k)
+        go(self.value)
+        return out
+
+    def stage_name(self):
+        return self.func.name if self.index == 0 else f"{self.func.name}.update({self.index - 1})"
+
+
+class Func(Callable):
+    """A function defined over an integer domain: ``C = sl.Func("C", shape=(M, N))``.
+
+    ``shape`` is required for outputs. ``C[i, j] = expr`` sets the pure definition; later
+    assignments (including ``+=``) add update stages.
+    """
+
+    def __init__(self, name=None, shape=None):
+        self.name = _check_name("Func", name if name is not None else f"f{next(_counter)}")
+        self.shape = None if shape is None else tuple(
+            size_expr(s, f"Func {self.name} shape") for s in (shape if isinstance(shape, (tuple, list))
+                                                           else (shape,)))
+        self.definitions: list[Definition] = []
+        self.helpers: list[Func] = []   # Funcs made from nested / extra inline reductions
+
+    @property
+    def dtype(self):
+        if not self.definitions:
+            raise AlgorithmError(f"Func {self.name} is used before it is defined; define it with "
+                                 f"{self.name}[...] = ... first")
+        return self.definitions[0].value.dtype
+
+    @property
+    def defined(self):
+        return bool(self.definitions)
+
+    @property
+    def ndim(self):
+        return len(self.definitions[0].args) if self.definitions else (
+            len(self.shape) if self.shape else None)
+
+    @property
+    def args(self):
+        return self.definitions[0].args
+
+    def __getitem__(self, args):
+        args = self._index_args(args)
+        if self.definitions and len(args) != self.ndim:
+            raise AlgorithmError(f"{self.name} has {self.ndim} dimensions but is indexed with "
+                                 f"{len(args)}: {self.name}[{', '.join(map(str, args))}]")
+        E.FuncRef.__init__  # noqa: B018 (documentation: dtype checked at construction)
+        if not self.definitions:
+            raise AlgorithmError(f"Func {self.name} is used before it is defined; define it with "
+                                 f"{self.name}[...] = ... first")
+        return E.FuncRef(self, args)
+
+    def __setitem__(self, args, value):
+        if not isinstance(args, tuple):
+            args = (args,)
+        value = E.to_expr(value)
+        if not self.definitions:
+            self._define_pure(args, value)
+        else:
+            self._define_update(args, value)
+
+    # -- pure definition
+    def _define_pure(self, args, value):
+        name = self.name
+        for a in args:
+            if isinstance(a, RDom) or isinstance(a, E.RVar):
+                raise AlgorithmError(f"the first definition of {name} must use pure Vars, got the "
+                                     f"reduction variable {E.to_expr(a)}; define {name}[x] = ... "
+                                     "first, then add the update")
+            if not isinstance(a, E.Var) or isinstance(a, (E.SizeVar, E.Param)):
+                raise AlgorithmError(f"the first definition of {name} must use pure Vars as "
+                                     f"arguments, got {E.to_expr(a)}")
+        names = [a.name for a in args]
+        if len(set(names)) != len(names):
+            raise AlgorithmError(f"{name}[{', '.join(names)}]: each Var may appear once")
+        if self.shape is not None and len(self.shape) != len(args):
+            raise AlgorithmError(f"{name} has shape of {len(self.shape)} dimensions but is "
+                                 f"defined with {len(args)} arguments")
+        value = E.fix_weak(value)
+        for v in _free(value, E.Var):
+            if isinstance(v, (E.SizeVar, E.Param)):
+                continue
+            if isinstance(v, E.RVar):
+                raise AlgorithmError(f"{name}: the reduction variable {v.name} appears outside a "
+                                     f"reduction; wrap it in sl.sum(...) (or another reduction) or "
+                                     "write an update definition")
+            if all(v.name != n for n in names):
+                raise AlgorithmError(f"{name}[{', '.join(names)}] uses the Var {v.name}, which is "
+                                     f"not one of its arguments")
+        value = self._split_reductions(value, names)
+        rvars, pred = [], None
+        reds = Definition(self, 0, args, value, [], [], None).reductions
+        if reds:
+            rd = reds[0].rdom
+            rvars, pred = list(rd.vars), rd.predicate
+        self.definitions.append(Definition(self, 0, args, value, list(args), rvars, pred))
+
+    def _split_reductions(self, value, names):
+        """Keep the reductions over the first RDom (not nested) in this stage; every other
+        inline reduction becomes a helper Func computed at root."""
+        primary = []
+
+        def find(n):
+            if isinstance(n, E.Reduce):
+                if not primary:
+                    primary.append(n.rdom)
+                return
+            for k in n.kids():
+                find(k)
+        find(value)
+
+        def go(n, top):
+            if isinstance(n, E.Reduce):
+                body = go(n.body, False)
+                if top and primary and n.rdom is primary[0]:
+                    return n if body is n.body else E.Reduce(n.op, body, n.rdom, n.dtype)
+                return self._helper(E.Reduce(n.op, body, n.rdom, n.dtype))
+            kids = n.kids()
+            if not kids:
+                return n
+            return n.with_kids(tuple(go(k, top) for k in kids))
+        return go(value, True)
+
+    def _helper(self, red, names=None):
+        """Make a helper Func computing ``red`` at every point of the variables it uses
+        (pure Vars, and reduction variables of enclosing reductions)."""
+        own = {id(v) for v in red.rdom.vars}
+        free, seen = [], set()
+        for v in _free_all(red.body, E.Var):
+            if isinstance(v, (E.SizeVar, E.Param)) or id(v) in own or v.name in seen:
+                continue
+            seen.add(v.name)
+            free.append(v)
+        hvars = [E.Var(v.name) for v in free]
+        h = Func(f"{self.name}_{red.op}{len(self.helpers)}")
+        body = E.substitute(red.body, {v.name: hv for v, hv in zip(free, hvars)})
+        h[tuple(hvars)] = E.Reduce(red.op, body, red.rdom, red.dtype)
+        self.helpers.append(h)
+        return E.FuncRef(h, free)
+
+    # -- update definitions
+    def _define_update(self, args, value):
+        name = self.name
+        stage = f"{name} update {len(self.definitions) - 1}"
+        if len(args) != self.ndim:
+            raise AlgorithmError(f"{stage}: {name} has {self.ndim} dimensions but the update "
+                                 f"assigns {name}[{', '.join(str(E.to_expr(a)) for a in args)}]")
+        args = self._index_args(args)
+        value = E.to_expr(value)
+        dt = self.dtype
+        if E.is_weak(value):
+            value = E._literal_as(value, dt, "assignment", name)
+        if value.dtype.element() != dt:
+            if not T.can_represent(dt, value.dtype):
+                raise AlgorithmError(f"{stage}: storing a {value.dtype} value into {name}, a {dt} "
+                                     f"Func, would lose precision; wrap it in sl.cast({dt}, ...)")
+            value = E.cast(dt, value)
+        pure_names = [a.name for a in self.definitions[0].args]
+        pure_vars, rvars, rdoms = [], [], []
+        for pos, a in enumerate(args):
+            if isinstance(a, E.Var) and not isinstance(a, (E.RVar, E.SizeVar, E.Param)):
+                if any(a.name == p.name for p in pure_vars):
+                    raise AlgorithmError(f"{stage}: the pure Var {a.name} appears twice on the "
+                                         "left-hand side")
+                pure_vars.append(a)
+        for e in list(args) + [value]:
+            for v in _free(e, E.Var):
+                if isinstance(v, E.RVar):
+                    if all(v is not r for r in rvars):
+                        rvars.append(v)
+                    if all(v.rdom is not r for r in rdoms):
+                        rdoms.append(v.rdom)
+                elif not isinstance(v, (E.SizeVar, E.Param)) and all(v is not p for p in pure_vars):
+                    if all(v.name != p.name for p in pure_vars):
+                        raise AlgorithmError(f"{stage}: the Var {v.name} is used but is not a bare "
+                                             f"argument of the left-hand side {name}[...]; pure Vars "
+                                             "in an update must appear as arguments")
+        # pure vars keep their position in every self-reference (so they carry no dependence)
+        for ref in _free_all(value, E.FuncRef):
+            if ref.func is self:
+                for pos, a in enumerate(args):
+                    if isinstance(a, E.Var) and any(a is p for p in pure_vars):
+                        b = ref.args[pos]
+                        if not (isinstance(b, E.Var) and b.name == a.name):
+                            raise AlgorithmError(
+                                f"{stage}: the pure Var {a.name} is argument {pos} on the left but "
+                                f"{name} is read at [{', '.join(map(str, ref.args))}]; a pure Var "
+                                "must stay in the same position in every self-reference")
+        value = self._split_reductions_update(value, [p.name for p in pure_vars])
+        ordered_rvars = [v for rd in rdoms for v in rd.vars if any(v is r for r in rvars)]
+        preds = [rd.predicate for rd in rdoms if rd.predicate is not None]
+        pred = None
+        for p in preds:
+            pred = p if pred is None else E.binary("and", pred, p)
+        del pure_names
+        self.definitions.append(Definition(self, len(self.definitions), args, value, pure_vars,
+                                           ordered_rvars, pred))
+
+    def _split_reductions_update(self, value, names):
+        def go(n):
+            if isinstance(n, E.Reduce):
+                return self._helper(E.Reduce(n.op, go(n.body), n.rdom, n.dtype))
+            kids = n.kids()
+            return n if not kids else n.with_kids(tuple(go(k) for k in kids))
+        return go(value)
+
+    def stage(self, n):
+        return self.definitions[n]
+
+
+def _free_all(e, cls):
+    seen, out = set(), []
+
+    def go(n):
+        if isinstance(n, cls) and id(n) not in seen:
+            seen.add(id(n))
+            out.append(n)
+        for k in n.kids():
+            go(k)
+    go(e)
+    return out
+
+
+ASSUMPTIONS: list = []
+
+
+def assume(cond):
+    """``sl.assume(A.shape[0] % 16 == 0)``: a fact about sizes / Params the compiler may rely
+    on in every pipeline that mentions all of its variables; checked when a kernel is called.
+    Returns the condition."""
+    cond = E.to_expr(cond)
+    if not cond.dtype.is_bool:
+        raise AlgorithmError(f"sl.assume({cond}): the fact must be a bool expression "
+                             "(a comparison)")
+    ASSUMPTIONS.append(cond)
+    return cond

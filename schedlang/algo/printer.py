@@ -1,0 +1,77 @@
+"""Readable text for expressions, in the user's names (never mangled ones).
+
+Example: ``expr_to_str(A[i, k] * 2)`` gives ``'A[i, k] * 2'``.
+"""
+from __future__ import annotations
+
+from . import expr as E
+
+_PREC = {"or": 1, "and": 2, "eq": 3, "ne": 3, "lt": 3, "le": 3, "gt": 3, "ge": 3,
+         "bitor": 4, "bitxor": 5, "bitand": 6, "shl": 7, "shr": 7, "add": 8, "sub": 8,
+         "mul": 9, "div": 9, "floordiv": 9, "mod": 9}
+
+
+def expr_to_str(e, prec=0) -> str:
+    """Print an expression (algorithm or loop IR) as compact pseudocode."""
+    if isinstance(e, E.Const):
+        if e.dtype.is_bool:
+            return "true" if e.value else "false"
+        if e.dtype.is_float:
+            s = repr(e.value)
+            return s if e.dtype.name in ("float32",) or e.weak else f"{e.dtype.name}({s})"
+        return str(e.value)
+    if isinstance(e, E.Var):
+        return e.name
+    if isinstance(e, E.BinOp):
+        if e.op in ("min", "max"):
+            return f"{e.op}({expr_to_str(e.a)}, {expr_to_str(e.b)})"
+        p = _PREC[e.op]
+        s = f"{expr_to_str(e.a, p)} {E.SYMBOL[e.op]} {expr_to_str(e.b, p + 1)}"
+        return f"({s})" if p < prec else s
+    if isinstance(e, E.UnOp):
+        sym = "-" if e.op == "neg" else ("!" if e.dtype.is_bool else "~")
+        return f"{sym}{expr_to_str(e.a, 10)}"
+    if isinstance(e, E.Select):
+        return f"select({expr_to_str(e.cond)}, {expr_to_str(e.t)}, {expr_to_str(e.f)})"
+    if isinstance(e, E.Cast):
+        return f"{e.dtype.element().name}({expr_to_str(e.value)})"
+    if isinstance(e, E.Call):
+        return f"{e.name}({', '.join(expr_to_str(a) for a in e.args)})"
+    if isinstance(e, E.FuncRef):
+        return f"{e.func.name}[{', '.join(expr_to_str(a) for a in e.args)}]"
+    if isinstance(e, E.Reduce):
+        return f"{e.op}({expr_to_str(e.body)} over {e.rdom.name})"
+    custom = getattr(e, "to_str", None)
+    if custom is not None:
+        return custom(expr_to_str)
+    return f"<{type(e).__name__}>"
+
+
+_PYOP = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
+         "bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>", "eq": "==",
+         "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "&", "or": "|"}
+
+
+def expr_to_python(e) -> str:
+    """Python source that rebuilds a (size / Param) expression with ``sl`` and the names of
+    its Vars in scope. Example: ``expr_to_python(M % 16 == 0)`` gives ``'((M % 16) == 0)'``."""
+    p = expr_to_python
+    if isinstance(e, E.Const):
+        v = repr(e.value)
+        return v if e.weak or e.dtype.name in ("int32", "float32", "bool") else \
+            f"sl.cast(sl.{e.dtype.name}, {v})"
+    if isinstance(e, E.Var):
+        return e.name
+    if isinstance(e, E.BinOp):
+        if e.op in ("min", "max"):
+            return f"sl.{e.op}({p(e.a)}, {p(e.b)})"
+        return f"({p(e.a)} {_PYOP[e.op]} {p(e.b)})"
+    if isinstance(e, E.UnOp):
+        return f"(-{p(e.a)})" if e.op == "neg" else f"(~{p(e.a)})"
+    if isinstance(e, E.Select):
+        return f"sl.select({p(e.cond)}, {p(e.t)}, {p(e.f)})"
+    if isinstance(e, E.Cast):
+        return f"sl.cast(sl.{e.dtype.name}, {p(e.value)})"
+    if isinstance(e, E.Call):
+        return f"sl.{e.name}({', '.join(p(a) for a in e.args)})"
+    raise ValueError(f"cannot print {expr_to_str(e)} as Python")

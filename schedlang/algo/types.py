@@ -1,0 +1,165 @@
+"""Scalar and vector element types, and the promotion rules of SPEC §1.
+
+Python literals are *weak* (NEP 50): an int literal takes the type of the other
+operand, a float literal takes the other operand's float type (float32 next to an
+integer). Typed operands widen losslessly; a lossy mix needs ``sl.cast``.
+Example: ``promote_types(uint8, int32) is int32``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import AlgorithmError
+
+
+class DType:
+    """An element type, optionally with vector lanes (lanes > 1 only inside loop IR)."""
+
+    __slots__ = ("name", "kind", "bits", "lanes")
+
+    def __init__(self, name: str, kind: str, bits: int, lanes: int = 1):
+        self.name, self.kind, self.bits, self.lanes = name, kind, bits, lanes
+
+    def with_lanes(self, lanes: int) -> "DType":
+        return self if lanes == self.lanes else DType(self.name, self.kind, self.bits, lanes)
+
+    def element(self) -> "DType":
+        return self.with_lanes(1)
+
+    @property
+    def is_float(self):
+        return self.kind == "f"
+
+    @property
+    def is_int(self):
+        return self.kind in ("i", "u")
+
+    @property
+    def is_signed(self):
+        return self.kind == "i"
+
+    @property
+    def is_unsigned(self):
+        return self.kind == "u"
+
+    @property
+    def is_bool(self):
+        return self.kind == "b"
+
+    @property
+    def bytes(self):
+        return max(1, self.bits // 8)
+
+    @property
+    def numpy(self):
+        """The numpy dtype arrays of this type use (bfloat16 is carried as uint16 bits)."""
+        return np.dtype(_NUMPY_NAME[self.name])
+
+    def min_value(self):
+        if self.kind == "u" or self.kind == "b":
+            return 0
+        if self.kind == "i":
+            return -(1 << (self.bits - 1))
+        return -float("inf")
+
+    def max_value(self):
+        if self.kind == "b":
+            return 1
+        if self.kind == "u":
+            return (1 << self.bits) - 1
+        if self.kind == "i":
+            return (1 << (self.bits - 1)) - 1
+        return float("inf")
+
+    def __eq__(self, other):
+        return isinstance(other, DType) and self.name == other.name and self.lanes == other.lanes
+
+    def __hash__(self):
+        return hash((self.name, self.lanes))
+
+    def __repr__(self):
+        base = "sl." + ("bool" if self.name == "bool" else self.name)
+        return base if self.lanes == 1 else f"{base}x{self.lanes}"
+
+
+bool_ = DType("bool", "b", 1)
+int8, int16, int32, int64 = (DType(f"int{b}", "i", b) for b in (8, 16, 32, 64))
+uint8, uint16, uint32, uint64 = (DType(f"uint{b}", "u", b) for b in (8, 16, 32, 64))
+float16 = DType("float16", "f", 16)
+bfloat16 = DType("bfloat16", "f", 16)
+float32 = DType("float32", "f", 32)
+float64 = DType("float64", "f", 64)
+
+ALL_TYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+             float16, bfloat16, float32, float64)
+BY_NAME = {t.name: t for t in ALL_TYPES}
+_NUMPY_NAME = {t.name: t.name for t in ALL_TYPES}
+_NUMPY_NAME["bfloat16"] = "uint16"
+_NUMPY_NAME["bool"] = "bool"
+
+
+def from_numpy(dt) -> DType:
+    """The schedlang type of a numpy dtype (``np.float32`` -> ``sl.float32``)."""
+    name = np.dtype(dt).name
+    if name not in BY_NAME:
+        raise AlgorithmError(f"numpy dtype {name} has no schedlang type; use one of "
+                             + ", ".join(t.name for t in ALL_TYPES))
+    return BY_NAME[name]
+
+
+def as_dtype(x) -> DType:
+    """Accept a DType, a numpy dtype or a type name."""
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str) and x in BY_NAME:
+        return BY_NAME[x]
+    try:
+        return from_numpy(x)
+    except TypeError:
+        raise AlgorithmError(f"{x!r} is not a schedlang type; use sl.float32, sl.int32, ...") from None
+
+
+def can_represent(big: DType, small: DType) -> bool:
+    """True when every value of ``small`` converts to ``big`` without loss."""
+    big, small = big.element(), small.element()
+    if big == small or small.is_bool:
+        return True
+    if big.is_bool:
+        return False
+    if big.is_float:
+        if small.is_float:
+            if small.name == "bfloat16":
+                return big.bits >= 32
+            if small.name == "float16":
+                return big.name != "bfloat16"
+            return big.bits >= small.bits
+        mant = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}[big.name]
+        return small.bits - (1 if small.is_signed else 0) <= mant
+    if small.is_float:
+        return False
+    if big.is_signed:
+        return small.bits < big.bits or (small.is_signed and small.bits <= big.bits)
+    return small.is_unsigned and small.bits <= big.bits
+
+
+def promote_types(a: DType, b: DType) -> DType:
+    """The smallest type both typed operands widen to losslessly (numpy's rule).
+
+    Example: ``promote_types(int8, uint8) is int16``; a mix with no such type raises.
+    """
+    a, b = a.element(), b.element()
+    if can_represent(a, b):
+        return a
+    if can_represent(b, a):
+        return b
+    for cand in (int16, int32, int64, float32, float64):
+        if can_represent(cand, a) and can_represent(cand, b):
+            return cand
+    raise AlgorithmError(f"no type holds both {a} and {b} without loss; add sl.cast(...) "
+                         f"to choose one")
+
+
+def literal_fits(value, dtype: DType) -> bool:
+    if dtype.is_bool:
+        return value in (0, 1, True, False)
+    return dtype.min_value() <= value <= dtype.max_value()

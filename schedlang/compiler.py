@@ -1,0 +1,125 @@
+"""``sl.compile`` and ``sl.lower``: algorithm + schedule -> loop IR -> native kernel (SPEC §3).
+
+Example::
+
+    kern = sl.compile(C, s, target="llvm")
+    out = kern(A=a, B=b)
+    print(sl.lower(C, s))          # the loop nest, without compiling
+"""
+from __future__ import annotations
+
+import re
+
+from .algo import expr as E
+from .algo.func import Func
+from .errors import CompileError, ScheduleError
+from .lower import ir
+from .lower.lower import lower_pipeline
+from .schedule.schedule import Schedule
+from .targets.kernel import Kernel
+
+GPU_TARGETS = ("cuda", "hip", "metal")
+
+
+def _outputs_and_schedule(outputs, schedule):
+    lowerable = getattr(outputs, "__schedlang_pipeline__", None)
+    if lowerable is not None:
+        outputs, default = lowerable()
+        schedule = schedule or default
+    if isinstance(outputs, Func):
+        outputs = [outputs]
+    outputs = list(outputs)
+    for o in outputs:
+        if not isinstance(o, Func):
+            raise CompileError(f"sl.compile needs the output Func(s), got {o!r}")
+    if schedule is None:
+        schedule = Schedule(*outputs)
+    if not isinstance(schedule, Schedule):
+        raise CompileError(f"sl.compile: schedule must be an sl.Schedule, got {schedule!r}")
+    if len(schedule.outputs) != len(outputs) or any(a is not b for a, b in
+                                                     zip(schedule.outputs, outputs)):
+        raise CompileError(f"sl.compile: the schedule is for "
+                           f"{', '.join(o.name for o in schedule.outputs)}, not "
+                           f"{', '.join(o.name for o in outputs)}; build it with "
+                           f"sl.Schedule({', '.join(o.name for o in outputs)})")
+    return outputs, schedule
+
+
+def _check_target(target):
+    if not isinstance(target, str) or not target:
+        raise CompileError(f"target must be a string such as 'llvm', got {target!r}")
+    base = target.split(":", 1)[0]
+    if base == "llvm":
+        return "llvm"
+    if base in GPU_TARGETS:
+        raise CompileError(f"target {target!r}: the {base} backend is not available in this "
+                           "version of schedlang; use target='llvm'")
+    raise CompileError(f"unknown target {target!r}; use 'llvm', 'llvm:<cpu>', 'cuda[:sm_XX]', "
+                       "'hip[:gfxNNN]' or 'metal'")
+
+
+def _check_cpu_directives(schedule):
+    for f in schedule.funcs:
+        for st in schedule.stage_schedules(f):
+            for d in st.dims:
+                if d.kind in ("gpu_block", "gpu_thread"):
+                    which = "gpu_blocks" if d.kind == "gpu_block" else "gpu_threads"
+                    raise CompileError(f"{which}({d.name}) on {st.name} needs a GPU target "
+                                       "(cuda, hip or metal); the llvm target runs on the CPU. "
+                                       "Use parallel(...) for CPU threads")
+            if st.tensorized is not None:
+                v, intr = st.tensorized
+                raise CompileError(f"tensorize({v}, {intr}) on {st.name}: tensor instructions are "
+                                   "not supported by the llvm target in this version")
+
+
+def lower(outputs, schedule=None, target="llvm"):
+    """The loop IR of ``outputs`` under ``schedule`` (printable), without compiling it."""
+    outputs, schedule = _outputs_and_schedule(outputs, schedule)
+    base = _check_target(target)
+    if base == "llvm":
+        _check_cpu_directives(schedule)
+    stmt, _ = lower_pipeline(schedule, target)
+    return stmt
+
+
+def kernel_args(stmt, schedule):
+    """Buffers (inputs, then outputs) and scalars (sizes and Params, by name) of a kernel."""
+    args = [ir.KernelArg(b.name, "buffer", b.dtype) for b in schedule.inputs]
+    args += [ir.KernelArg(o.name, "buffer", o.dtype) for o in schedule.outputs]
+    scalars = {}
+
+    def fn(n):
+        if isinstance(n, (E.SizeVar, E.Param)):
+            scalars[n.name] = n.dtype
+    ir.walk_stmt(stmt, lambda s: [E.walk_expr(e, fn) for e in ir.stmt_exprs(s)])
+    for b in list(schedule.inputs) + list(schedule.outputs):
+        for x in b.shape or ():
+            E.walk_expr(x, fn)
+    for g in schedule.funcs:
+        for d in schedule.definitions(g):
+            E.walk_expr(d.value, fn)
+    taken = {a.name for a in args}
+    for name in sorted(scalars):
+        if name in taken:
+            raise CompileError(f"the name {name!r} is used by both a buffer and a size or Param; "
+                               "rename one of them")
+        args.append(ir.KernelArg(name, "scalar", scalars[name]))
+    return args
+
+
+def compile(outputs, schedule=None, target="llvm"):  # noqa: A001 - SPEC name
+    """Compile ``outputs`` (a Func, several, or a frontend Tensor) under ``schedule`` for
+    ``target`` and return a callable Kernel. Example: ``sl.compile(C, s)(A=a, B=b)``."""
+    outputs, schedule = _outputs_and_schedule(outputs, schedule)
+    base = _check_target(target)
+    _check_cpu_directives(schedule)
+    stmt, ctx = lower_pipeline(schedule, target)
+    args = kernel_args(stmt, schedule)
+    name = "sl_" + re.sub(r"\W", "_", "_".join(o.name for o in outputs))
+    if base == "llvm":
+        from .targets.llvm import compile_llvm
+        module = compile_llvm(stmt, args, name, target)
+    else:  # pragma: no cover - _check_target rejects the others
+        raise ScheduleError(f"target {target!r}")
+    return Kernel(outputs, schedule, stmt, ctx, module, args, target)

@@ -1,0 +1,26 @@
+"""The error hierarchy every user mistake is reported through.
+
+Each error names the Func / directive / argument at fault, in the user's own names,
+and says what to do, e.g. ``sl.ScheduleError("vectorize(k) on C: k is a reduction
+variable; use rfactor first")``.
+"""
+
+
+class SchedlangError(Exception):
+    """Base class of every error schedlang raises for a user mistake."""
+
+
+class AlgorithmError(SchedlangError):
+    """An algorithm is ill-formed: bad types, bad indices, reads outside an Input."""
+
+
+class ScheduleError(SchedlangError):
+    """A schedule directive is illegal for the stage it is applied to."""
+
+
+class CompileError(SchedlangError):
+    """A legal schedule cannot be compiled for the requested target."""
+
+
+class ArgumentError(SchedlangError):
+    """A compiled kernel was called with arguments that do not fit it."""

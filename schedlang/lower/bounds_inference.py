@@ -1,0 +1,152 @@
+"""Pass: bounds inference. Fills in the region of every ``Realize`` from what its body
+reads and writes, and provides ``func_box`` (the box of a Func's accesses in a
+statement) for the scheduling pass that computes each producer's demanded region.
+Example: if ``g[x] = f[x - 1] + f[x + 1]`` for x in [0, N), ``f``'s box is [-1, N].
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..algo import types as T
+from ..errors import AlgorithmError
+from . import ir
+from .interval import Interval, Scope, bounds_of, intersect_hi, intersect_lo, union
+from .simplify import simplify
+
+
+def _i64(e):
+    return e if e.dtype == T.int64 else E.Cast(T.int64, e)
+
+
+class AccessBoxes:
+    """Walks a statement, keeping the ranges of the loops and lets it passes through, and
+    calls ``visit(kind, func, args, scope, site)`` for every read ("call") and write
+    ("provide"). ``site`` is the Func of the enclosing Provide (who reads)."""
+
+    def __init__(self, visit, scope=None):
+        self.visit, self.scope = visit, scope or Scope()
+
+    def stmt(self, s, site=None):
+        if s is None:
+            return
+        sc = self.scope
+        if isinstance(s, ir.Block):
+            for c in s.stmts:
+                self.stmt(c, site)
+        elif isinstance(s, ir.For):
+            self.expr(s.min, site)
+            self.expr(s.extent, site)
+            lo = bounds_of(s.min, sc)
+            hi = bounds_of(simplify(_i64(s.min) + _i64(s.extent) - 1), sc)
+            sc.push(s.var, Interval(lo.lo, hi.hi))
+            self.stmt(s.body, site)
+            sc.pop(s.var)
+        elif isinstance(s, ir.LetStmt):
+            self.expr(s.value, site)
+            iv = bounds_of(s.value, sc) if (s.value.dtype.is_int or s.value.dtype.is_bool) \
+                else Interval(None, None)
+            sc.push(s.var, iv)
+            self.stmt(s.body, site)
+            sc.pop(s.var)
+        elif isinstance(s, ir.IfThenElse):
+            self.expr(s.cond, site)
+            pushed = self._refine(s.cond)
+            self.stmt(s.then, site)
+            for n in pushed:
+                sc.pop(n)
+            self.stmt(s.else_, site)
+        elif isinstance(s, ir.Provide):
+            for a in s.args:
+                self.expr(a, s.func)
+            self.expr(s.value, s.func)
+            self.visit("provide", s.func, s.args, sc, s.func)
+        elif isinstance(s, (ir.Realize, ir.Allocate)):
+            self.stmt(s.body, site)
+        else:
+            for e in ir.stmt_exprs(s):
+                self.expr(e, site)
+            for f in s.children:
+                self.stmt(getattr(s, f), site)
+
+    def expr(self, e, site):
+        def fn(n):
+            if isinstance(n, E.FuncRef):
+                self.visit("call", n.func, n.args, self.scope, site)
+        E.walk_expr(e, fn)
+
+    def _refine(self, cond):
+        """Narrow the ranges of let/loop variables compared against a bound in ``cond``."""
+        pushed = []
+        conj = []
+
+        def split(c):
+            if isinstance(c, E.BinOp) and c.op == "and":
+                split(c.a)
+                split(c.b)
+            else:
+                conj.append(c)
+        split(cond)
+        for c in conj:
+            if not (isinstance(c, E.BinOp) and c.op in ("lt", "le", "gt", "ge")):
+                continue
+            a, b, op = c.a, c.b, c.op
+            if not isinstance(a, E.Var):
+                if isinstance(b, E.Var):
+                    a, b, op = b, a, {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[op]
+                else:
+                    continue
+            cur = self.scope.get(a.name)
+            if cur is None:
+                continue
+            bb = bounds_of(b, self.scope)
+            if op in ("lt", "le") and bb.hi is not None:
+                hi = simplify(bb.hi - 1) if op == "lt" else bb.hi
+                new = intersect_hi(cur, hi)
+            elif op in ("gt", "ge") and bb.lo is not None:
+                lo = simplify(bb.lo + 1) if op == "gt" else bb.lo
+                new = intersect_lo(cur, lo)
+            else:
+                continue
+            self.scope.push(a.name, new)
+            pushed.append(a.name)
+        return pushed
+
+
+def func_box(stmt, func, kinds=("call", "provide")):
+    """The union box (one Interval per dimension) of the accesses to ``func`` in ``stmt``,
+    or None when there are none."""
+    box = [None]
+    sites = []
+
+    def visit(kind, f, args, scope, site):
+        if f is not func or kind not in kinds:
+            return
+        ivs = [bounds_of(_i64(a), scope) for a in args]
+        sites.append(args)
+        box[0] = ivs if box[0] is None else [union(x, y) for x, y in zip(box[0], ivs)]
+    AccessBoxes(visit).stmt(stmt)
+    return box[0], sites
+
+
+def require_bounded(box, sites, func, what):
+    for d, iv in enumerate(box):
+        if not iv.bounded:
+            idx = ", ".join(str(a) for a in sites[0]) if sites else "?"
+            raise AlgorithmError(
+                f"cannot infer the region of {func.name} that is {what}: dimension {d} is "
+                f"accessed at an index with no bound ({func.name}[{idx}]); clamp the index "
+                "with sl.clamp(...) or read through a boundary condition")
+
+
+def bounds_inference(stmt, ctx):
+    """Fill the bounds of every Realize from the accesses inside it."""
+    def stmt_fn(s):
+        if isinstance(s, ir.Realize):
+            body = ir.map_stmt(s.body, stmt_fn)
+            box, sites = func_box(body, s.func)
+            if box is None:
+                return body
+            require_bounded(box, sites, s.func, "stored")
+            bounds = [(simplify(iv.lo), simplify(iv.hi - iv.lo + 1)) for iv in box]
+            return ir.Realize(s.func, bounds, s.memory, body)
+        return None
+    return ir.map_stmt(stmt, stmt_fn)

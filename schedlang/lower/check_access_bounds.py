@@ -1,0 +1,61 @@
+"""Pass: prove that every read of an Input and every access of an output stays inside
+its extent, for all sizes allowed by the ``assume`` facts. A read that cannot be proven
+in bounds is an ``AlgorithmError`` naming the Func, the input, the dimension and the
+range, with a concrete counterexample when z3 finds one.
+Example: ``g[x] = A[x + 1]`` with g as long as A fails: "g reads A[x + 1] ... when N=1".
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..algo import types as T
+from ..algo.func import Input
+from ..errors import AlgorithmError
+from .bounds_inference import AccessBoxes, _i64
+from .interval import bounds_of
+from .prove import counterexample, prove
+from .simplify import simplify
+
+
+def _site_name(site):
+    owner = getattr(site, "owner", None)
+    return (owner or site).name if site is not None else "the pipeline"
+
+
+def check_access_bounds(stmt, ctx):
+    checked = set()
+
+    def visit(kind, f, args, scope, site):
+        if not (isinstance(f, Input) or ctx.is_output(f)):
+            return
+        for d, a in enumerate(args):
+            iv = bounds_of(_i64(a), scope)
+            n = simplify(E.cast(T.int64, f.shape[d]))
+            what = "reads" if kind == "call" else "writes"
+            idx = ", ".join(str(x) for x in args)
+            if iv.lo is None or iv.hi is None:
+                raise AlgorithmError(
+                    f"{_site_name(site)} {what} {f.name}[{idx}]: dimension {d} is indexed by a "
+                    f"value with no bound, which may fall outside 0..{n}-1; clamp the index "
+                    "(sl.clamp) or use a boundary condition such as sl.clamp_edge")
+            lo, hi = simplify(iv.lo), simplify(iv.hi)
+            key = (id(f), d, E.structural_key(lo), E.structural_key(hi))
+            if key in checked:
+                continue
+            checked.add(key)
+            cond = E.binary("and", E.binary("ge", lo, 0), E.binary("le", hi, n - 1))
+            # an empty range touches nothing
+            cond = E.binary("or", E.binary("lt", hi, lo), cond)
+            if prove(cond, ctx.facts):
+                continue
+            cex = counterexample(cond, ctx.facts)
+            example = ""
+            if cex:
+                example = " (for example when " + ", ".join(
+                    f"{k}={v}" for k, v in sorted(cex.items()) if "." not in k) + ")"
+            raise AlgorithmError(
+                f"{_site_name(site)} {what} {f.name}[{idx}]: dimension {d} ranges over "
+                f"[{lo}, {hi}], which may fall outside {f.name}'s extent 0..{n}-1{example}; "
+                f"use a boundary condition (sl.clamp_edge({f.name}), ...), shrink the output, "
+                "or state the sizes with sl.assume")
+    AccessBoxes(visit).stmt(stmt)
+    return stmt

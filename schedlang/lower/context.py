@@ -1,0 +1,75 @@
+"""State shared by the lowering passes of one ``sl.lower`` call.
+
+Example: ``ctx = LowerContext(schedule, target="llvm")`` then each pass reads
+``ctx.schedule``, ``ctx.order`` (realization order) and records names for errors.
+"""
+from __future__ import annotations
+
+import os
+
+from ..algo import expr as E
+from ..algo import types as T
+
+
+class AccFunc:
+    """The accumulator storage of an inline reduction (not a user Func)."""
+
+    def __init__(self, name, dtype, ndim, owner):
+        self.name, self.dtype, self.ndim, self.owner = name, dtype, ndim, owner
+        self.shape = None
+
+    def __repr__(self):
+        return f"AccFunc({self.name!r})"
+
+
+class LowerContext:
+    """Everything the passes share: the schedule, the target, facts, and name maps."""
+
+    def __init__(self, schedule, target="llvm"):
+        self.schedule = schedule
+        self.target = target
+        self.outputs = list(schedule.outputs)
+        self.order = []            # non-inline Funcs, producers first
+        self.defs = {}             # id(func) -> effective definitions (inline Funcs expanded)
+        self.loop_names = {}       # loop var name -> (stage name, user loop name)
+        self.facts = list(schedule.assumptions) + _global_assumptions(schedule)
+        self.debug_bounds = "bounds" in os.environ.get("SCHEDLANG_DEBUG", "")
+        self.region_asserts = []   # (cond Expr, message) checked when the kernel runs
+        self.allocations = {}      # buffer name -> memory scope chosen
+
+    def is_output(self, f):
+        return any(f is o for o in self.outputs)
+
+    def region_vars(self, f, d):
+        """The Vars holding the computed region of dimension ``d`` of Func ``f``."""
+        name = _dim_name(f, d)
+        return (E.Var(f"{f.name}.{name}.min", T.int64), E.Var(f"{f.name}.{name}.extent", T.int64))
+
+    def loop_var(self, f, stage, dim):
+        name = f"{f.name}.s{stage}.{dim}"
+        self.loop_names[name] = (f.name if stage == 0 else f"{f.name}.update({stage - 1})", dim)
+        return name
+
+
+def _dim_name(f, d):
+    defs = getattr(f, "definitions", None)
+    if defs:
+        return defs[0].args[d].name
+    return str(d)
+
+
+def _global_assumptions(schedule):
+    from ..algo.func import ASSUMPTIONS
+    names = set()
+    for g in schedule.funcs + schedule.inputs:
+        for x in getattr(g, "shape", None) or ():
+            E.walk_expr(x, lambda n: names.add(n.name) if isinstance(n, E.Var) else None)
+        for d in schedule.definitions(g) if hasattr(g, "definitions") else []:
+            for e in list(d.args) + [d.value]:
+                E.walk_expr(e, lambda n: names.add(n.name) if isinstance(n, E.Var) else None)
+    out = []
+    for fact in ASSUMPTIONS:
+        used = E.expr_vars(fact)
+        if used and used <= names:
+            out.append(fact)
+    return out

@@ -1,0 +1,202 @@
+"""Interval arithmetic over symbolic expressions: the core of bounds inference.
+
+``bounds_of(e, scope)`` gives an ``Interval(lo, hi)`` (inclusive, Exprs; None means
+unbounded) of an integer expression when the variables in ``scope`` range over their
+intervals and every other variable is a fixed symbol.
+Example: with ``x`` in ``[0, N - 1]``, ``bounds_of(x + 1, scope)`` is ``[1, N]``.
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..algo import types as T
+from . import ir
+from .simplify import const_value, simplify
+
+
+class Interval:
+    __slots__ = ("lo", "hi")
+
+    def __init__(self, lo, hi):
+        self.lo, self.hi = lo, hi
+
+    @staticmethod
+    def point(e):
+        return Interval(e, e)
+
+    @property
+    def bounded(self):
+        return self.lo is not None and self.hi is not None
+
+    def __repr__(self):
+        return f"[{self.lo}, {self.hi}]"
+
+
+def _i64(e):
+    return e if e.dtype.element() == T.int64 else E.Cast(T.int64, e)
+
+
+def _op(op, a, b):
+    if a is None or b is None:
+        return None
+    return simplify(E.BinOp(op, _i64(a), _i64(b)))
+
+
+def union(a: Interval, b: Interval) -> Interval:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return Interval(_op("min", a.lo, b.lo), _op("max", a.hi, b.hi))
+
+
+def intersect_hi(iv: Interval, hi):
+    return Interval(iv.lo, hi if iv.hi is None else _op("min", iv.hi, hi))
+
+
+def intersect_lo(iv: Interval, lo):
+    return Interval(lo if iv.lo is None else _op("max", iv.lo, lo), iv.hi)
+
+
+def type_range(dt):
+    if dt.is_bool:
+        return Interval(E.Const(0, T.int64), E.Const(1, T.int64))
+    if dt.is_int and dt.bits <= 16:
+        return Interval(E.Const(dt.min_value(), T.int64), E.Const(dt.max_value(), T.int64))
+    return Interval(None, None)
+
+
+class Scope:
+    """Variable name -> Interval, with nested push/pop."""
+
+    def __init__(self):
+        self.vars = {}
+
+    def push(self, name, iv):
+        self.vars.setdefault(name, []).append(iv)
+
+    def pop(self, name):
+        self.vars[name].pop()
+        if not self.vars[name]:
+            del self.vars[name]
+
+    def get(self, name):
+        s = self.vars.get(name)
+        return s[-1] if s else None
+
+
+def bounds_of(e, scope: Scope) -> Interval:
+    """Inclusive bounds of an integer (or bool) expression under ``scope``."""
+    return _Bounds(scope).go(e)
+
+
+class _Bounds:
+    def __init__(self, scope):
+        self.scope = scope
+        self.memo = {}
+
+    def go(self, e):
+        k = id(e)
+        if k in self.memo:
+            return self.memo[k][1]
+        r = self.visit(e)
+        self.memo[k] = (e, r)
+        return r
+
+    def visit(self, e):
+        dt = e.dtype
+        if isinstance(e, E.Const):
+            v = E.Const(int(e.value), T.int64) if not dt.is_float else None
+            return Interval(v, v)
+        if isinstance(e, E.Var):
+            iv = self.scope.get(e.name)
+            if iv is not None:
+                return iv
+            return Interval.point(_i64(e)) if (dt.is_int or dt.is_bool) else Interval(None, None)
+        if isinstance(e, E.Cast):
+            if e.dtype.is_float or e.value.dtype.is_float:
+                return type_range(e.dtype) if not e.dtype.is_float else Interval(None, None)
+            iv = self.go(e.value)
+            if T.can_represent(e.dtype, e.value.dtype) or e.dtype.bits >= 32:
+                return iv  # widening, or index narrowing assumed not to overflow
+            return type_range(e.dtype)
+        if isinstance(e, E.BinOp):
+            return self.binop(e)
+        if isinstance(e, E.UnOp) and e.op == "neg":
+            a = self.go(e.a)
+            return Interval(_neg(a.hi), _neg(a.lo))
+        if isinstance(e, E.Select):
+            return union(self.go(e.t), self.go(e.f))
+        if isinstance(e, E.Call) and e.name == "abs" and dt.is_int:
+            a = self.go(e.a if hasattr(e, "a") else e.args[0])
+            if not a.bounded:
+                return Interval(E.Const(0, T.int64), None)
+            return Interval(E.Const(0, T.int64), _op("max", _neg(a.lo), a.hi))
+        if isinstance(e, ir.Ramp):
+            b, s = self.go(e.base), self.go(e.stride)
+            last = E.BinOp("add", _i64(e.base), E.BinOp("mul", _i64(e.stride),
+                                                         E.Const(e.lanes - 1, T.int64)))
+            return union(b, self.go(simplify(last))) if s.bounded else Interval(None, None)
+        if isinstance(e, ir.Broadcast):
+            return self.go(e.value)
+        return type_range(dt)
+
+    def binop(self, e):
+        op = e.op
+        if op in E.CMP_OPS or op in ("and", "or"):
+            return type_range(T.bool_)
+        a, b = self.go(e.a), self.go(e.b)
+        if op == "add":
+            return Interval(_op("add", a.lo, b.lo), _op("add", a.hi, b.hi))
+        if op == "sub":
+            return Interval(_op("sub", a.lo, b.hi), _op("sub", a.hi, b.lo))
+        if op == "min":
+            return Interval(_op("min", a.lo, b.lo) if a.lo is not None and b.lo is not None else None,
+                            a.hi if b.hi is None else b.hi if a.hi is None else _op("min", a.hi, b.hi))
+        if op == "max":
+            return Interval(a.lo if b.lo is None else b.lo if a.lo is None else _op("max", a.lo, b.lo),
+                            _op("max", a.hi, b.hi) if a.hi is not None and b.hi is not None else None)
+        cb = const_value(e.b)
+        ca = const_value(e.a)
+        if op == "mul":
+            if cb is not None or ca is not None:
+                c, x = (cb, a) if cb is not None else (ca, b)
+                cexp = E.Const(int(c), T.int64)
+                if c >= 0:
+                    return Interval(_op("mul", x.lo, cexp), _op("mul", x.hi, cexp))
+                return Interval(_op("mul", x.hi, cexp), _op("mul", x.lo, cexp))
+            if a.bounded and b.bounded and _nonneg(a.lo) and _nonneg(b.lo):
+                return Interval(_op("mul", a.lo, b.lo), _op("mul", a.hi, b.hi))
+            return type_range(e.dtype)
+        if op in ("floordiv", "div") and e.dtype.is_int:
+            if cb is not None and cb > 0:
+                c = E.Const(int(cb), T.int64)
+                return Interval(_op("floordiv", a.lo, c), _op("floordiv", a.hi, c))
+            return type_range(e.dtype)
+        if op == "mod" and e.dtype.is_int:
+            if cb is not None and cb > 0:
+                return Interval(E.Const(0, T.int64), E.Const(int(cb) - 1, T.int64))
+            if b.lo is not None and _positive(b.lo) and b.hi is not None:
+                return Interval(E.Const(0, T.int64), _op("sub", b.hi, E.Const(1, T.int64)))
+            return type_range(e.dtype)
+        if op == "bitand" and cb is not None and cb >= 0:
+            return Interval(E.Const(0, T.int64), E.Const(int(cb), T.int64))
+        if op == "shr" and cb is not None and e.dtype.is_int and 0 <= cb < 63:
+            c = E.Const(1 << int(cb), T.int64)
+            return Interval(_op("floordiv", a.lo, c), _op("floordiv", a.hi, c))
+        return type_range(e.dtype)
+
+
+def _neg(x):
+    return None if x is None else simplify(E.UnOp("neg", _i64(x)))
+
+
+def _nonneg(x):
+    v = const_value(simplify(x))
+    return v is not None and v >= 0
+
+
+def _positive(x):
+    v = const_value(simplify(x))
+    if v is not None:
+        return v > 0
+    return isinstance(x, E.SizeVar)

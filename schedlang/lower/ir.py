@@ -1,0 +1,344 @@
+"""Loop IR: statements and the vector / memory expressions lowering adds to algorithm Exprs.
+
+A lowered kernel is one ``Stmt`` tree. Loops carry their kind (serial, parallel,
+vectorized, unrolled, gpu_block, gpu_thread), allocations carry a memory scope
+(global, shared, local), and barriers exist from the start so GPU targets are
+renderers, not a redesign. ``stmt_to_str`` prints it as pseudocode.
+Example: ``For("x", Const(0, int64), n, "serial", Store("out", v, Var("x", int64)))``.
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..algo import types as T
+from ..algo.printer import expr_to_str
+from ..algo.expr import map_expr, substitute, walk_expr, expr_vars  # noqa: F401 (re-exported)
+
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "gpu_block", "gpu_thread")
+MEMORY_SCOPES = ("global", "shared", "local")
+
+
+# ------------------------------------------------------------------ vector / memory exprs
+
+class Load(E.Expr):
+    """Read ``buffer[index]`` (flat element index, int64; a vector index loads lanes)."""
+
+    __slots__ = ("buffer", "index")
+    children = ("index",)
+
+    def __init__(self, buffer: str, index, dtype):
+        self.buffer, self.index = buffer, index
+        self.dtype = dtype.with_lanes(index.dtype.lanes)
+
+    def to_str(self, p):
+        return f"{self.buffer}[{p(self.index)}]"
+
+
+class Ramp(E.Expr):
+    """The vector ``base, base + stride, ..., base + (lanes-1)*stride``."""
+
+    __slots__ = ("base", "stride", "lanes")
+    children = ("base", "stride")
+
+    def __init__(self, base, stride, lanes):
+        self.base, self.stride, self.lanes = base, stride, lanes
+        self.dtype = base.dtype.with_lanes(lanes)
+
+    def to_str(self, p):
+        return f"ramp({p(self.base)}, {p(self.stride)}, {self.lanes})"
+
+
+class Broadcast(E.Expr):
+    """A scalar repeated in every lane."""
+
+    __slots__ = ("value", "lanes")
+    children = ("value",)
+
+    def __init__(self, value, lanes):
+        self.value, self.lanes = value, lanes
+        self.dtype = value.dtype.with_lanes(lanes)
+
+    def to_str(self, p):
+        return f"x{self.lanes}({p(self.value)})"
+
+
+class VectorReduce(E.Expr):
+    """Combine the lanes of a vector with ``op`` (add, mul, min, max) into a scalar."""
+
+    __slots__ = ("op", "value")
+    children = ("value",)
+
+    def __init__(self, op, value):
+        self.op, self.value = op, value
+        self.dtype = value.dtype.element()
+
+    def to_str(self, p):
+        return f"vector_reduce_{self.op}({p(self.value)})"
+
+
+# --------------------------------------------------------------------------- statements
+
+class Stmt:
+    """Base of loop IR statements. ``children`` names the Stmt fields, ``exprs`` the Expr ones."""
+
+    __slots__ = ()
+    children: tuple = ()
+    exprs: tuple = ()
+
+    def replace(self, **kw):
+        new = object.__new__(type(self))
+        for s in type(self).__slots__:
+            object.__setattr__(new, s, kw.get(s, getattr(self, s)))
+        return new
+
+    def __repr__(self):
+        return stmt_to_str(self)
+
+
+class For(Stmt):
+    """``for var in [min, min + extent)`` of a kind in LOOP_KINDS; ``gpu_dim`` for GPU kinds."""
+
+    __slots__ = ("var", "min", "extent", "kind", "body", "gpu_dim")
+    children = ("body",)
+    exprs = ("min", "extent")
+
+    def __init__(self, var: str, min, extent, kind, body, gpu_dim=0):
+        assert kind in LOOP_KINDS, kind
+        self.var, self.min, self.extent, self.kind = var, min, extent, kind
+        self.body, self.gpu_dim = body, gpu_dim
+
+
+class LetStmt(Stmt):
+    """Bind ``var`` (a Var named so, of ``value.dtype``) for the body."""
+
+    __slots__ = ("var", "value", "body")
+    children = ("body",)
+    exprs = ("value",)
+
+    def __init__(self, var: str, value, body):
+        self.var, self.value, self.body = var, value, body
+
+
+class Store(Stmt):
+    """``buffer[index] = value`` (vector index stores lanes)."""
+
+    __slots__ = ("buffer", "value", "index")
+    exprs = ("value", "index")
+
+    def __init__(self, buffer: str, value, index):
+        self.buffer, self.value, self.index = buffer, value, index
+
+
+class Allocate(Stmt):
+    """Storage for ``buffer``: ``dtype`` elements, row-major ``extents``, in ``memory``."""
+
+    __slots__ = ("buffer", "dtype", "extents", "memory", "body")
+    children = ("body",)
+
+    def __init__(self, buffer, dtype, extents, memory, body):
+        assert memory in MEMORY_SCOPES, memory
+        self.buffer, self.dtype, self.extents = buffer, dtype, tuple(extents)
+        self.memory, self.body = memory, body
+
+
+class IfThenElse(Stmt):
+    __slots__ = ("cond", "then", "else_")
+    children = ("then", "else_")
+    exprs = ("cond",)
+
+    def __init__(self, cond, then, else_=None):
+        self.cond, self.then, self.else_ = cond, then, else_
+
+
+class Block(Stmt):
+    __slots__ = ("stmts",)
+
+    def __init__(self, stmts):
+        self.stmts = tuple(stmts)
+
+
+class Evaluate(Stmt):
+    __slots__ = ("value",)
+    exprs = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+class Barrier(Stmt):
+    """Synchronise the threads of a GPU block (``memory``: the scope made visible)."""
+
+    __slots__ = ("memory",)
+
+    def __init__(self, memory="shared"):
+        self.memory = memory
+
+
+class Assert(Stmt):
+    """If ``cond`` is false the kernel stops and returns ``code`` (see ERROR_CODES)."""
+
+    __slots__ = ("cond", "code")
+    exprs = ("cond",)
+
+    def __init__(self, cond, code: int):
+        self.cond, self.code = cond, code
+
+
+class Realize(Stmt):
+    """Before storage flattening: storage for Func ``func`` over ``bounds`` [(min, extent)]."""
+
+    __slots__ = ("func", "bounds", "memory", "body")
+    children = ("body",)
+
+    def __init__(self, func, bounds, memory, body):
+        self.func, self.bounds, self.memory, self.body = func, tuple(bounds), memory, body
+
+
+class Provide(Stmt):
+    """Before storage flattening: ``func[args] = value``."""
+
+    __slots__ = ("func", "args", "value")
+
+    def __init__(self, func, args, value):
+        self.func, self.args, self.value = func, tuple(args), value
+
+
+ERROR_CODES = {1: "an index was out of bounds (SCHEDLANG_DEBUG=bounds)",
+               2: "out of memory while allocating a buffer"}
+
+
+def make_block(stmts):
+    """A Block of the non-empty statements, flattening nested Blocks."""
+    out = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Block):
+            out.extend(s.stmts)
+        else:
+            out.append(s)
+    if not out:
+        return None
+    return out[0] if len(out) == 1 else Block(out)
+
+
+# ------------------------------------------------------------------------- traversal
+
+def map_stmt(s, stmt_fn=None, expr_fn=None):
+    """Rebuild a statement tree. ``stmt_fn(s)`` may return a replacement (not recursed into),
+    or None to recurse; ``expr_fn(e)`` rewrites every expression field."""
+    if s is None:
+        return None
+    if stmt_fn is not None:
+        r = stmt_fn(s)
+        if r is not None:
+            return r
+    if isinstance(s, Block):
+        return make_block([map_stmt(c, stmt_fn, expr_fn) for c in s.stmts])
+    kw = {}
+    for f in s.children:
+        kw[f] = map_stmt(getattr(s, f), stmt_fn, expr_fn)
+    if expr_fn is not None:
+        for f in s.exprs:
+            kw[f] = expr_fn(getattr(s, f))
+        if isinstance(s, Provide):
+            kw["args"] = tuple(expr_fn(a) for a in s.args)
+            kw["value"] = expr_fn(s.value)
+        if isinstance(s, Realize):
+            kw["bounds"] = tuple((expr_fn(a), expr_fn(b)) for a, b in s.bounds)
+        if isinstance(s, Allocate):
+            kw["extents"] = tuple(expr_fn(a) for a in s.extents)
+    return s.replace(**kw)
+
+
+def walk_stmt(s, fn):
+    """Call ``fn`` on every statement (pre-order)."""
+    if s is None:
+        return
+    fn(s)
+    if isinstance(s, Block):
+        for c in s.stmts:
+            walk_stmt(c, fn)
+    for f in s.children:
+        walk_stmt(getattr(s, f), fn)
+
+
+def stmt_exprs(s):
+    """The expressions held directly by one statement."""
+    out = [getattr(s, f) for f in s.exprs]
+    if isinstance(s, Provide):
+        out += list(s.args) + [s.value]
+    if isinstance(s, Realize):
+        out += [x for b in s.bounds for x in b]
+    if isinstance(s, Allocate):
+        out += list(s.extents)
+    return [x for x in out if x is not None]
+
+
+# --------------------------------------------------------------------------- printing
+
+def stmt_to_str(s, indent=0) -> str:
+    """Pseudocode for a statement tree (what ``kern.loop_ir`` shows)."""
+    pad = "  " * indent
+    p = expr_to_str
+    if s is None:
+        return ""
+    if isinstance(s, Block):
+        return "".join(stmt_to_str(c, indent) for c in s.stmts)
+    if isinstance(s, For):
+        kind = "" if s.kind == "serial" else (
+            f"{s.kind}.{'xyz'[s.gpu_dim]} " if s.kind.startswith("gpu") else s.kind + " ")
+        hi = p(s.min + s.extent) if not _is_zero(s.min) else p(s.extent)
+        rng = f"[{p(s.min)}, {hi})"
+        return f"{pad}{kind}for {s.var} in {rng}:\n" + stmt_to_str(s.body, indent + 1)
+    if isinstance(s, LetStmt):
+        return f"{pad}let {s.var} = {p(s.value)}\n" + stmt_to_str(s.body, indent)
+    if isinstance(s, Store):
+        return f"{pad}{s.buffer}[{p(s.index)}] = {p(s.value)}\n"
+    if isinstance(s, Provide):
+        return f"{pad}{s.func.name}[{', '.join(p(a) for a in s.args)}] = {p(s.value)}\n"
+    if isinstance(s, Allocate):
+        dims = " x ".join(p(x) for x in s.extents) or "1"
+        return (f"{pad}allocate {s.buffer}[{s.dtype.name}; {dims}] in {s.memory}\n"
+                + stmt_to_str(s.body, indent))
+    if isinstance(s, Realize):
+        dims = ", ".join(f"[{p(a)}, {p(a + b) if not _is_zero(a) else p(b)})" for a, b in s.bounds)
+        return f"{pad}realize {s.func.name}({dims}) in {s.memory}\n" + stmt_to_str(s.body, indent)
+    if isinstance(s, IfThenElse):
+        out = f"{pad}if {p(s.cond)}:\n" + stmt_to_str(s.then, indent + 1)
+        if s.else_ is not None:
+            out += f"{pad}else:\n" + stmt_to_str(s.else_, indent + 1)
+        return out
+    if isinstance(s, Evaluate):
+        return f"{pad}{p(s.value)}\n"
+    if isinstance(s, Barrier):
+        return f"{pad}barrier({s.memory})\n"
+    if isinstance(s, Assert):
+        return f"{pad}assert {p(s.cond)}  # else error {s.code}\n"
+    return f"{pad}<{type(s).__name__}>\n"
+
+
+def _is_zero(e):
+    return isinstance(e, E.Const) and e.value == 0
+
+
+def i64(v):
+    """An int64 constant."""
+    return E.Const(v, T.int64)
+
+
+def i32(v):
+    return E.Const(v, T.int32)
+
+
+class KernelArg:
+    """One argument of a compiled kernel: a ``"buffer"`` (pointer to ``dtype`` elements) or a
+    ``"scalar"`` (a size or a Param). Kernels take them in this order in a uint64 array."""
+
+    __slots__ = ("name", "kind", "dtype")
+
+    def __init__(self, name: str, kind: str, dtype):
+        assert kind in ("buffer", "scalar")
+        self.name, self.kind, self.dtype = name, kind, dtype
+
+    def __repr__(self):
+        return f"KernelArg({self.name!r}, {self.kind!r}, {self.dtype})"

@@ -1,0 +1,267 @@
+"""Pass: build the loop nest of every stage from its StageSchedule (splits, fuses, order,
+loop kinds, tails), with ``Provide`` statements at the bottom.
+
+A pure definition with inline reductions becomes three nests sharing the outer loops:
+init of the accumulators, the update over the reduction loops, and the finalize step
+that evaluates the definition from the accumulators. Example: for
+``C[i, j] = sum(A[i, k] * B[k, j])`` the default nest is
+``for i: for j: { C = 0; for k: C += A*B }``.
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..algo import types as T
+from ..algo.func import reduce_identity
+from ..errors import ScheduleError
+from . import ir
+from .context import AccFunc
+from .prove import prove
+from .simplify import const_value, simplify
+
+I64 = T.int64
+
+
+def _v(name):
+    return E.Var(name, I64)
+
+
+def _c(v):
+    return E.Const(v, I64)
+
+
+class StageLoops:
+    """The loops of one stage after its splits and fuses, and the value of every
+    original variable in terms of them."""
+
+    def __init__(self, ctx, func, st, definition):
+        self.ctx, self.func, self.st, self.defn = ctx, func, st, definition
+        self.index = st.index
+        info = {}          # name -> (min, extent) Exprs (int64)
+        for v in definition.pure_vars:
+            # a pure Var loops over the computed region of the dimension it indexes
+            d = next(i for i, a in enumerate(definition.args)
+                     if isinstance(a, E.Var) and a.name == v.name)
+            info[v.name] = ctx.region_vars(func, d)
+        for rv in definition.rvars:
+            lo, ext = rv.rdom.bounds[rv.dim]
+            info[rv.name] = (simplify(E.cast(I64, lo)), simplify(E.cast(I64, ext)))
+        self.orig = [v.name for v in definition.loop_vars]
+        self.rvar_names = {v.name for v in definition.rvars}
+        self.defs = {}     # name -> ("split", outer, inner, factor, tail, min) | ("fuse", fused, ...)
+        self.guards = []   # (name, bound expression): guard value(name) < bound
+        has_red = bool(definition.reductions) if definition.index == 0 else False
+        for sp in st.splits:
+            if sp.kind == "split":
+                m, e = info[sp.old]
+                f = sp.factor
+                tail = self._resolve_tail(sp, e, f, has_red)
+                info[sp.outer] = (_c(0), simplify((e + (f - 1)) // f) if f > 1 else e)
+                info[sp.inner] = (_c(0), _c(f))
+                self.defs[sp.old] = ("split", sp.outer, sp.inner, f, tail, m, e)
+                if tail == "guard":
+                    self.guards.append((sp.old, simplify(m + e)))
+            else:
+                (mo, eo), (mi, ei) = info[sp.outer], info[sp.inner]
+                info[sp.old] = (_c(0), simplify(eo * ei))
+                self.defs[sp.outer] = ("fuse_outer", sp.old, mo, ei)
+                self.defs[sp.inner] = ("fuse_inner", sp.old, mi, ei)
+        self.info = info
+        self.loops = []
+        for d in st.dims:
+            m, e = info[d.name]
+            self.loops.append((d, ctx.loop_var(func, self.index, d.name), m, e))
+        self.loop_of = {d.name: lv for d, lv, _, _ in self.loops}
+
+    def _resolve_tail(self, sp, e, f, has_red):
+        if f == 1:
+            return "exact"
+        facts = self.ctx.facts
+        divisible = prove(E.binary("eq", e % f, 0), facts)
+        if sp.tail == "auto":
+            if divisible:
+                return "exact"
+            pure_ok = self.index == 0 and sp.old not in self.rvar_names and not has_red \
+                and not self.st.bounds
+            if pure_ok and prove(E.binary("ge", e, f), facts):
+                return "shift"
+            return "guard"
+        if sp.tail == "shift":
+            if has_red:
+                raise ScheduleError(f"split({sp.old}, {f}, tail='shift') on {self.st.name}: "
+                                    "shifting recomputes points, which a reduction would count "
+                                    "twice; use tail='guard'")
+            if divisible:
+                return "exact"
+            if not prove(E.binary("ge", e, f), facts):
+                return "shift_guarded"
+            return "shift"
+        if sp.tail == "pad":
+            return "exact" if divisible else "pad"
+        return "exact" if divisible else "guard"
+
+    def value(self, name):
+        """The value of an original or intermediate variable, from the loop variables."""
+        if name in self.loop_of:
+            return _v(self.loop_of[name])
+        d = self.defs[name]
+        if d[0] == "split":
+            _, outer, inner, f, tail, m, e = d
+            o, i = self.value(outer), self.value(inner)
+            if tail in ("shift", "shift_guarded"):
+                base = E.binary("min", o * f, e - f)
+                if tail == "shift_guarded":
+                    base = E.binary("max", base, 0)
+                return simplify(m + base + i)
+            return simplify(m + o * f + i)
+        if d[0] == "fuse_outer":
+            _, fused, mo, ei = d
+            return simplify(mo + self.value(fused) // ei)
+        _, fused, mi, ei = d
+        return simplify(mi + self.value(fused) % ei)
+
+    def originals(self, name):
+        """The original variables a (possibly derived) loop name comes from."""
+        if name in self.orig:
+            return {name}
+        for old, d in self.defs.items():
+            if d[0] == "split" and name in (d[1], d[2]):
+                return self.originals(old)
+            if d[0] in ("fuse_outer", "fuse_inner") and d[1] == name:
+                return self.originals(old) | set().union(
+                    *[self.originals(o) for o, x in self.defs.items()
+                      if x[0] in ("fuse_outer", "fuse_inner") and x[1] == name])
+        return {name}
+
+    def guard_conds(self, names):
+        """Tail guards of the splits whose variables all belong to ``names``."""
+        out = []
+        for name, bound in self.guards:
+            if self.originals(name) <= set(names):
+                v = _v(self.let_name(name)) if name in self.orig else self.value(name)
+                out.append(E.binary("lt", v, bound))
+        for name, d in self.defs.items():
+            if d[0] == "split" and d[4] == "shift_guarded" and self.originals(name) <= set(names):
+                v = _v(self.let_name(name)) if name in self.orig else self.value(name)
+                out.append(E.binary("lt", v, simplify(d[5] + d[6])))
+        return out
+
+    def let_name(self, var):
+        return f"{self.func.name}.s{self.index}.{var}"
+
+    def bind(self, body, names):
+        """Wrap ``body`` in the tail guards and the Lets defining original variables ``names``."""
+        cond = None
+        for c in self.guard_conds(names):
+            cond = c if cond is None else E.binary("and", cond, c)
+        if cond is not None:
+            body = ir.IfThenElse(simplify(cond), body)
+        for n in reversed(names):
+            if self.loop_of.get(n) != self.let_name(n):
+                body = ir.LetStmt(self.let_name(n), self.value(n), body)
+        return body
+
+    def subst(self, names):
+        """Map original variable names -> int32 Exprs of their Lets."""
+        return {n: E.Cast(T.int32, _v(self.let_name(n))) for n in names}
+
+    def wrap_loops(self, body, loops):
+        for d, lv, m, e in reversed(loops):
+            body = ir.For(lv, m, e, d.kind, body, d.gpu_dim)
+        return body
+
+
+def build_stage(ctx, func, st, definition):
+    """The statement computing one stage of ``func`` (Provides at the bottom)."""
+    sl = StageLoops(ctx, func, st, definition)
+    reds = definition.reductions if definition.index == 0 else []
+    if not reds:
+        return _simple_nest(sl, func, definition)
+    return _reduction_nest(ctx, sl, func, definition, reds)
+
+
+def _lhs(definition, mapping):
+    return [ir.substitute(a, mapping) for a in definition.args]
+
+
+def _simple_nest(sl, func, definition):
+    names = sl.orig
+    mapping = sl.subst(names)
+    body = ir.Provide(func, _lhs(definition, mapping), ir.substitute(definition.value, mapping))
+    if definition.predicate is not None:
+        body = ir.IfThenElse(ir.substitute(definition.predicate, mapping), body)
+    body = sl.bind(body, names)
+    return sl.wrap_loops(body, sl.loops)
+
+
+def _reduction_nest(ctx, sl, func, definition, reds):
+    pure = [v.name for v in definition.pure_vars]
+    k = next(i for i, (d, _, _, _) in enumerate(sl.loops) if d.is_rvar)
+    outer, inner = sl.loops[:k], sl.loops[k:]
+    inner_pure = [lp for lp in inner if not lp[0].is_rvar]
+    pmap = sl.subst(pure)
+    full = sl.subst(sl.orig)
+    pargs = _lhs(definition, pmap)
+    direct = (len(reds) == 1 and definition.value is reds[0]
+              and reds[0].op not in ("argmax", "argmin"))
+    accs, inits, updates, finals = [], [], [], {}
+    for n, red in enumerate(reds):
+        body = ir.substitute(red.body, full)
+        if direct:
+            acc = func
+        else:
+            acc = AccFunc(f"{func.name}.{red.op}{n}" if len(reds) > 1 else f"{func.name}.{red.op}",
+                          red.body.dtype if red.op in ("argmax", "argmin") else red.dtype,
+                          len(pargs), func)
+            accs.append(acc)
+        cur = E.FuncRef(acc, pargs)
+        inits.append(ir.Provide(acc, pargs, reduce_identity(red.op, acc.dtype)))
+        if red.op in ("argmax", "argmin"):
+            idx = AccFunc(f"{acc.name}.index", T.int32, len(pargs), func)
+            accs.append(idx)
+            lo = red.rdom.bounds[0][0]
+            inits.append(ir.Provide(idx, pargs, E.cast(T.int32, simplify(E.cast(I64, lo)))))
+            cname = f"{acc.name}.better"
+            better = E.Var(cname, T.bool_)
+            cmp = "gt" if red.op == "argmax" else "lt"
+            rv = full[red.rdom.vars[0].name]
+            updates.append(ir.LetStmt(cname, E.BinOp(cmp, body, cur), ir.make_block([
+                ir.Provide(idx, pargs, E.Select(better, rv, E.FuncRef(idx, pargs))),
+                ir.Provide(acc, pargs, E.Select(better, body, cur))])))
+            finals[id(red)] = E.FuncRef(idx, pargs)
+        else:
+            op = {"sum": "add", "product": "mul", "maximum": "max", "minimum": "min"}[red.op]
+            updates.append(ir.Provide(acc, pargs, E.BinOp(op, cur, body)))
+            finals[id(red)] = cur
+    update_body = ir.make_block(updates)
+    if definition.predicate is not None:
+        update_body = ir.IfThenElse(ir.substitute(definition.predicate, full), update_body)
+    update = sl.wrap_loops(sl.bind(update_body, sl.orig), inner)
+    init = sl.wrap_loops(sl.bind(ir.make_block(inits), pure), inner_pure)
+    parts = [init, update]
+    if not direct:
+        value = _replace_reduces(definition.value, finals)
+        fin = ir.Provide(func, pargs, ir.substitute(value, pmap))
+        parts.append(sl.wrap_loops(sl.bind(fin, pure), inner_pure))
+    body = ir.make_block(parts)
+    for acc in reversed(accs):
+        body = ir.Realize(acc, [], "local", body)
+    return sl.wrap_loops(body, outer)
+
+
+def _replace_reduces(e, finals):
+    def go(n):
+        if isinstance(n, E.Reduce):
+            return finals[id(n)]
+        kids = n.kids()
+        return n.with_kids(tuple(go(c) for c in kids)) if kids else n
+    return go(e)
+
+
+def build_func(ctx, func):
+    """All stages of ``func``, in order."""
+    stages = ctx.schedule.stage_schedules(func)
+    return ir.make_block([build_stage(ctx, func, st, d)
+                          for st, d in zip(stages, ctx.defs[id(func)])])
+
+
+__all__ = ["build_func", "build_stage", "StageLoops", "const_value"]

@@ -1,0 +1,55 @@
+"""The lowering pipeline: algorithm + schedule -> loop IR, as an ordered list of passes
+(one module each). ``SCHEDLANG_DUMP=1`` prints the IR after every pass and
+``SCHEDLANG_DUMP=time`` the time each pass takes.
+Example: ``stmt, ctx = lower_pipeline(schedule)``; ``print(stmt)``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from . import ir
+from .bounds_inference import bounds_inference
+from .check_access_bounds import check_access_bounds
+from .context import LowerContext
+from .debug_bounds import debug_bounds
+from .inline import inline_functions
+from .schedule_functions import schedule_functions
+from .simplify import simplify_stmt
+from .storage_flattening import storage_flattening
+from .unroll import unroll_loops
+from .vectorize import vectorize_loops
+
+PASSES = [
+    ("inline_functions", inline_functions),
+    ("schedule_functions", schedule_functions),
+    ("bounds_inference", bounds_inference),
+    ("check_access_bounds", check_access_bounds),
+    ("storage_flattening", storage_flattening),
+    ("simplify", lambda s, ctx: simplify_stmt(s)),
+    ("debug_bounds", debug_bounds),
+    ("unroll_loops", unroll_loops),
+    ("vectorize_loops", vectorize_loops),
+    ("final_simplify", lambda s, ctx: simplify_stmt(s)),
+]
+
+
+def lower_pipeline(schedule, target="llvm"):
+    """Run every pass in order; returns (loop IR statement, LowerContext)."""
+    ctx = LowerContext(schedule, target)
+    dump = os.environ.get("SCHEDLANG_DUMP", "")
+    stmt = None
+    total = time.perf_counter()
+    for name, fn in PASSES:
+        t0 = time.perf_counter()
+        stmt = fn(stmt, ctx)
+        dt = time.perf_counter() - t0
+        if dump == "time":
+            print(f"[schedlang] {name:22s} {dt * 1e3:8.2f} ms", file=sys.stderr)
+        elif dump and dump != "0":
+            print(f"[schedlang] after {name}:\n{ir.stmt_to_str(stmt)}", file=sys.stderr)
+    if dump == "time":
+        print(f"[schedlang] {'lowering total':22s} {(time.perf_counter() - total) * 1e3:8.2f} ms",
+              file=sys.stderr)
+    return stmt, ctx

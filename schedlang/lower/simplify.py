@@ -1,0 +1,300 @@
+"""A fast simplifier for the affine cases lowering produces.
+
+Integer sums are put in a canonical linear form (so ``x + 1 - x`` folds and
+``min(a, a + 3)`` picks ``a``), constants fold with our semantics (floor division,
+division by zero gives 0), and ``(c*x + y) // c`` style patterns reduce. It never
+changes a result: int64 index arithmetic is assumed not to overflow (as in Halide).
+Example: ``simplify((x * 4 + 3) // 4)`` gives ``x``.
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..algo import types as T
+from ..algo.evaluate import fold
+from . import ir
+
+
+def const_value(e):
+    """The Python value of a scalar Const, else None."""
+    return e.value if isinstance(e, E.Const) and e.dtype.lanes == 1 else None
+
+
+def mk_const(v, dtype):
+    dt = dtype.element()
+    if dt.is_int:
+        v = E._convert_value(int(v), dt)
+    c = E.Const(v, dt)
+    return c if dtype.lanes == 1 else ir.Broadcast(c, dtype.lanes)
+
+
+# ------------------------------------------------------------------ linear forms
+
+def linear(e):
+    """``e`` as (terms, const): terms maps structural key -> [coeff, expr]; integer only."""
+    terms, const = {}, 0
+    stack = [(e, 1)]
+    while stack:
+        n, c = stack.pop()
+        v = const_value(n)
+        if v is not None and not isinstance(v, float) and not isinstance(v, bool):
+            const += c * v
+        elif isinstance(n, E.BinOp) and n.op in ("add", "sub"):
+            stack.append((n.b, c if n.op == "add" else -c))
+            stack.append((n.a, c))
+        elif isinstance(n, E.BinOp) and n.op == "mul" and const_value(n.b) is not None:
+            stack.append((n.a, c * const_value(n.b)))
+        elif isinstance(n, E.BinOp) and n.op == "mul" and const_value(n.a) is not None:
+            stack.append((n.b, c * const_value(n.a)))
+        elif isinstance(n, E.UnOp) and n.op == "neg":
+            stack.append((n.a, -c))
+        else:
+            k = E.structural_key(n)
+            if k in terms:
+                terms[k][0] += c
+            else:
+                terms[k] = [c, n]
+    return terms, const
+
+
+def from_linear(terms, const, dtype):
+    pos = [(c, x) for c, x in terms.values() if c > 0]
+    neg = [(-c, x) for c, x in terms.values() if c < 0]
+    out = None
+
+    def term(c, x):
+        return x if c == 1 else E.BinOp("mul", x, mk_const(c, dtype))
+    for c, x in pos:
+        out = term(c, x) if out is None else E.BinOp("add", out, term(c, x))
+    for c, x in neg:
+        out = E.BinOp("sub", mk_const(0, dtype) if out is None else out, term(c, x)) \
+            if out is not None else E.UnOp("neg", term(c, x))
+    if out is None:
+        return mk_const(const, dtype)
+    if const > 0:
+        out = E.BinOp("add", out, mk_const(const, dtype))
+    elif const < 0:
+        out = E.BinOp("sub", out, mk_const(-const, dtype))
+    return out
+
+
+def difference(a, b):
+    """``a - b`` as an int when it is a constant, else None (integer expressions)."""
+    if not (a.dtype.is_int and b.dtype.is_int):
+        return None
+    ta, ca = linear(a)
+    tb, cb = linear(b)
+    keys = set(ta) | set(tb)
+    for k in keys:
+        if ta.get(k, [0])[0] != tb.get(k, [0])[0]:
+            return None
+    return ca - cb
+
+
+def _is_index_math(e):
+    found = []
+    E.walk_expr(e, lambda n: found.append(1) if isinstance(n, (E.FuncRef, ir.Load, E.Call))
+                or n.dtype.is_float else None)
+    return not found
+
+
+# ------------------------------------------------------------------ the simplifier
+
+class Simplifier:
+    def __init__(self):
+        self.memo = {}
+
+    def __call__(self, e):
+        k = id(e)
+        hit = self.memo.get(k)
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        kids = e.kids()
+        n = e.with_kids(tuple(self(c) for c in kids)) if kids else e
+        r = self.visit(n)
+        self.memo[k] = (e, r)
+        return r
+
+    def visit(self, e):
+        if isinstance(e, E.BinOp):
+            return self.binop(e)
+        if isinstance(e, E.Cast):
+            return self.cast(e)
+        if isinstance(e, E.Select):
+            c = const_value(e.cond)
+            if c is not None:
+                return e.t if c else e.f
+            if E.same(e.t, e.f):
+                return e.t
+            return e
+        if isinstance(e, E.UnOp):
+            v = const_value(e.a)
+            if v is not None:
+                if e.op == "neg":
+                    return mk_const(-v, e.dtype)
+                if e.dtype.is_bool:
+                    return mk_const(not v, e.dtype)
+                return mk_const(~v, e.dtype)
+            if isinstance(e.a, E.UnOp) and e.a.op == e.op:
+                return e.a.a
+            if e.op == "neg" and e.dtype.is_int:
+                return self.canon(e)
+            return e
+        if isinstance(e, ir.Broadcast) and isinstance(e.value, ir.Broadcast):
+            return e
+        return e
+
+    def canon(self, e):
+        terms, const = linear(e)
+        terms = {k: v for k, v in terms.items() if v[0] != 0}
+        return from_linear(terms, const, e.dtype)
+
+    def cast(self, e):
+        v = e.value
+        t = e.dtype
+        if v.dtype == t:
+            return v
+        c = const_value(v)
+        if c is not None and t.lanes == 1:
+            return E.Const(E._convert_value(c, t), t)
+        if (t.is_int and t.bits == 64 and isinstance(v, E.Cast) and v.dtype.is_int
+                and v.dtype.bits == 32 and v.value.dtype.element() == t.element()
+                and _is_index_math(v.value)):
+            return v.value          # index math: int64(int32(x)) == x, no overflow assumed
+        if (t.is_int and t.bits == 64 and v.dtype.is_int and v.dtype.bits == 32 and v.dtype.is_signed
+                and isinstance(v, E.BinOp) and v.op in ("add", "sub", "mul", "min", "max")
+                and _is_index_math(v)):
+            return self(E.BinOp(v.op, E.Cast(t, v.a), E.Cast(t, v.b)))
+        return e
+
+    def binop(self, e):
+        op, a, b, dt = e.op, e.a, e.b, e.dtype
+        ca, cb = const_value(a), const_value(b)
+        if ca is not None and cb is not None and dt.lanes == 1:
+            r = fold(op, ca, cb, a.dtype)
+            if r is not None:
+                return mk_const(r, dt)
+        if op in ("add", "sub", "mul") and dt.is_int:
+            if op == "mul" and ca is None and cb is None:
+                return e
+            return self.canon(e)
+        if op == "add" and dt.is_float:
+            if cb == 0.0 and cb is not None:
+                return a
+            if ca == 0.0 and ca is not None:
+                return b
+        if op == "mul" and dt.is_float:
+            if cb == 1.0:
+                return a
+            if ca == 1.0:
+                return b
+        if op in ("floordiv", "div") and dt.is_int and cb is not None and cb > 0:
+            return self.floordiv(a, cb, dt)
+        if op == "mod" and dt.is_int and cb is not None and cb > 0:
+            return self.mod(a, cb, dt)
+        if op in ("min", "max") and dt.lanes == 1:
+            return self.minmax(op, a, b, dt)
+        if op in E.CMP_OPS and a.dtype.is_int and a.dtype.lanes == 1:
+            d = difference(a, b)
+            if d is not None:
+                return mk_const(fold(op, d, 0, a.dtype), dt)
+            return e
+        if op == "and":
+            if ca is not None:
+                return b if ca else mk_const(False, dt)
+            if cb is not None:
+                return a if cb else mk_const(False, dt)
+        if op == "or":
+            if ca is not None:
+                return mk_const(True, dt) if ca else b
+            if cb is not None:
+                return mk_const(True, dt) if cb else a
+        return e
+
+    def floordiv(self, a, c, dt):
+        if c == 1:
+            return a
+        terms, const = linear(a)
+        q = {k: [v[0] // c, v[1]] for k, v in terms.items() if v[0] % c == 0 and v[0] != 0}
+        rest = {k: v for k, v in terms.items() if v[0] % c != 0}
+        if not rest:
+            return from_linear(q, const // c, dt)
+        if q or const >= c or const < 0:
+            qc, r = divmod(const, c)
+            inner = from_linear(rest, r, dt)
+            base = E.BinOp("floordiv", inner, mk_const(c, dt))
+            qexpr = from_linear(q, qc, dt)
+            return self.canon(E.BinOp("add", qexpr, base)) if (q or qc) else base
+        return E.BinOp("floordiv", a, mk_const(c, dt))
+
+    def mod(self, a, c, dt):
+        if c == 1:
+            return mk_const(0, dt)
+        terms, const = linear(a)
+        rest = {k: v for k, v in terms.items() if v[0] % c != 0}
+        if not rest:
+            return mk_const(const % c, dt)
+        if len(rest) != len(terms) or const >= c or const < 0:
+            return E.BinOp("mod", from_linear(rest, const % c, dt), mk_const(c, dt))
+        return E.BinOp("mod", a, mk_const(c, dt))
+
+    def minmax(self, op, a, b, dt):
+        if E.same(a, b):
+            return a
+        if dt.is_int:
+            d = difference(a, b)
+            if d is not None:
+                return (a if d <= 0 else b) if op == "min" else (a if d >= 0 else b)
+            # min(min(x, c1), c2) -> min(x, min(c1, c2)); same for max
+            cb = const_value(b)
+            if cb is not None and isinstance(a, E.BinOp) and a.op == op and \
+                    const_value(a.b) is not None:
+                v = min(cb, a.b.value) if op == "min" else max(cb, a.b.value)
+                return E.BinOp(op, a.a, mk_const(v, dt))
+            # min(x, max(x, y)) -> x ; max(x, min(x, y)) -> x
+            other = "max" if op == "min" else "min"
+            for p, q in ((a, b), (b, a)):
+                if isinstance(q, E.BinOp) and q.op == other and (E.same(q.a, p) or E.same(q.b, p)):
+                    return p
+            # min(a, min(a', y)) where a - a' is constant
+            for p, q in ((a, b), (b, a)):
+                if isinstance(q, E.BinOp) and q.op == op:
+                    for x, y in ((q.a, q.b), (q.b, q.a)):
+                        d = difference(p, x)
+                        if d is not None:
+                            keep = p if ((d <= 0) if op == "min" else (d >= 0)) else x
+                            return self(E.BinOp(op, keep, y))
+        if const_value(a) is not None and const_value(b) is None:
+            return E.BinOp(op, b, a)
+        return E.BinOp(op, a, b)
+
+
+def simplify(e):
+    """Simplify one expression (see the module docstring)."""
+    return Simplifier()(e)
+
+
+def simplify_stmt(s):
+    """Simplify every expression of a statement; drop loops of extent 0 and constant ifs."""
+    simp = Simplifier()
+
+    def stmt_fn(n):
+        if isinstance(n, ir.IfThenElse):
+            c = simp(n.cond)
+            v = const_value(c)
+            if v is not None:
+                return simplify_stmt_with(n.then if v else n.else_, simp, stmt_fn) or _nop()
+            return None
+        if isinstance(n, ir.For):
+            ext = simp(n.extent)
+            if const_value(ext) == 0:
+                return _nop()
+        return None
+    return ir.map_stmt(s, stmt_fn, simp)
+
+
+def simplify_stmt_with(s, simp, stmt_fn):
+    return ir.map_stmt(s, stmt_fn, simp)
+
+
+def _nop():
+    return ir.Evaluate(E.Const(0, T.int32))

@@ -1,0 +1,156 @@
+"""Pass: turn loops marked ``vectorized`` into vector code. The loop variable becomes a
+``Ramp``; everything depending on it becomes a vector of the loop's width; contiguous
+accesses become vector loads / stores. A loop whose body cannot be expressed in vectors
+(a condition that differs per lane, an allocation inside) runs as a serial loop, with
+the same results. Example: ``for x in [0, 8) vectorized: out[x] = a[x] * 2`` becomes
+``out[ramp(0, 1, 8)] = a[ramp(0, 1, 8)] * x8(2)``.
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..errors import ScheduleError
+from . import ir
+from .simplify import const_value, simplify
+from .unroll import describe_loop
+
+
+class CannotVectorize(Exception):
+    """The body needs per-lane control flow: run the loop serially instead."""
+
+
+def _lanes(e):
+    return e.dtype.lanes
+
+
+def widen(e, lanes):
+    return e if _lanes(e) == lanes else ir.Broadcast(e, lanes)
+
+
+class Vectorizer:
+    def __init__(self, var, base, lanes):
+        self.lanes = lanes
+        self.vmap = {var: ir.Ramp(base, E.Const(1, base.dtype), lanes)}
+
+    def expr(self, e):
+        if isinstance(e, E.Var):
+            return self.vmap.get(e.name, e)
+        kids = e.kids()
+        if not kids:
+            return e
+        new = [self.expr(k) for k in kids]
+        if all(_lanes(k) == 1 for k in new) and all(a is b for a, b in zip(new, kids)):
+            return e
+        if all(_lanes(k) == 1 for k in new):
+            return e.with_kids(tuple(new))
+        W = self.lanes
+        if isinstance(e, E.BinOp):
+            return self.binop(e.op, new[0], new[1], e)
+        if isinstance(e, E.Cast):
+            v = new[0]
+            if isinstance(v, ir.Ramp) and e.dtype.is_int and v.dtype.is_int:
+                return ir.Ramp(simplify(E.Cast(e.dtype.element(), v.base)),
+                               simplify(E.Cast(e.dtype.element(), v.stride)), W)
+            if isinstance(v, ir.Broadcast):
+                return ir.Broadcast(E.Cast(e.dtype.element(), v.value), W)
+            return E.Cast(e.dtype.with_lanes(W), v)
+        if isinstance(e, ir.Load):
+            idx = new[0]
+            if isinstance(idx, ir.Broadcast):
+                return ir.Broadcast(ir.Load(e.buffer, idx.value, e.dtype.element()), W)
+            if isinstance(idx, ir.Ramp) and const_value(idx.stride) == 0:
+                return ir.Broadcast(ir.Load(e.buffer, idx.base, e.dtype.element()), W)
+            return ir.Load(e.buffer, idx, e.dtype.element())
+        if isinstance(e, E.Select):
+            c, t, f = new
+            t, f = widen(t, W), widen(f, W)
+            return E.Select(c, t, f)
+        if isinstance(e, E.UnOp):
+            return E.UnOp(e.op, new[0])
+        if isinstance(e, E.Call):
+            args = [widen(a, W) for a in new]
+            return E.Call(e.name, args, e.dtype.with_lanes(W))
+        if isinstance(e, (ir.Ramp, ir.Broadcast, ir.VectorReduce)):
+            raise CannotVectorize()
+        raise CannotVectorize()
+
+    def binop(self, op, a, b, orig):
+        W = self.lanes
+        ra, rb = isinstance(a, ir.Ramp), isinstance(b, ir.Ramp)
+        sa, sb = _lanes(a) == 1 or isinstance(a, ir.Broadcast), _lanes(b) == 1 or isinstance(
+            b, ir.Broadcast)
+        scal = (lambda x: x.value if isinstance(x, ir.Broadcast) else x)
+        if a.dtype.is_int and op in ("add", "sub"):
+            if ra and sb:
+                return ir.Ramp(simplify(E.BinOp(op, a.base, scal(b))), a.stride, W)
+            if sa and rb:
+                stride = b.stride if op == "add" else simplify(E.UnOp("neg", b.stride))
+                return ir.Ramp(simplify(E.BinOp(op, scal(a), b.base)), stride, W)
+            if ra and rb:
+                return ir.Ramp(simplify(E.BinOp(op, a.base, b.base)),
+                               simplify(E.BinOp(op, a.stride, b.stride)), W)
+        if a.dtype.is_int and op == "mul":
+            if ra and sb:
+                return ir.Ramp(simplify(E.BinOp("mul", a.base, scal(b))),
+                               simplify(E.BinOp("mul", a.stride, scal(b))), W)
+            if sa and rb:
+                return ir.Ramp(simplify(E.BinOp("mul", scal(a), b.base)),
+                               simplify(E.BinOp("mul", scal(a), b.stride)), W)
+        if sa and sb:
+            return ir.Broadcast(E.BinOp(op, scal(a), scal(b)), W)
+        a, b = widen(a, W), widen(b, W)
+        return E.BinOp(op, a, b, orig.dtype.with_lanes(W))
+
+    def stmt(self, s):
+        if s is None:
+            return None
+        if isinstance(s, ir.Block):
+            return ir.make_block([self.stmt(c) for c in s.stmts])
+        if isinstance(s, ir.Store):
+            v, idx = self.expr(s.value), self.expr(s.index)
+            if _lanes(idx) == 1:
+                if _lanes(v) != 1:
+                    raise CannotVectorize()
+                return ir.Store(s.buffer, v, idx)
+            if isinstance(idx, ir.Broadcast):
+                raise CannotVectorize()
+            return ir.Store(s.buffer, widen(v, self.lanes), idx)
+        if isinstance(s, ir.LetStmt):
+            v = self.expr(s.value)
+            if _lanes(v) != 1:
+                self.vmap[s.var] = E.Var(s.var, v.dtype)
+            body = self.stmt(s.body)
+            return ir.LetStmt(s.var, v, body)
+        if isinstance(s, ir.For):
+            m, ext = self.expr(s.min), self.expr(s.extent)
+            if _lanes(m) != 1 or _lanes(ext) != 1:
+                raise CannotVectorize()
+            kind = "serial" if s.kind in ("parallel", "vectorized") else s.kind
+            return ir.For(s.var, m, ext, kind, self.stmt(s.body), s.gpu_dim)
+        if isinstance(s, ir.IfThenElse):
+            c = self.expr(s.cond)
+            if _lanes(c) != 1:
+                raise CannotVectorize()
+            return ir.IfThenElse(c, self.stmt(s.then), self.stmt(s.else_))
+        if isinstance(s, ir.Evaluate):
+            return s
+        raise CannotVectorize()
+
+
+def vectorize_loops(stmt, ctx):
+    def stmt_fn(s):
+        if isinstance(s, ir.For) and s.kind == "vectorized":
+            body = ir.map_stmt(s.body, stmt_fn)
+            n = const_value(simplify(s.extent))
+            if n is None:
+                raise ScheduleError(f"{describe_loop(ctx, s.var, 'vectorize')}: its extent "
+                                    f"{simplify(s.extent)} is not a compile-time constant; "
+                                    "vectorize with a width (vectorize(v, 8)) or split it first")
+            serial = s.replace(kind="serial", body=body)
+            if n == 1 or ctx.debug_bounds:
+                return serial
+            try:
+                return Vectorizer(s.var, simplify(s.min), n).stmt(body)
+            except CannotVectorize:
+                return serial
+        return None
+    return ir.map_stmt(stmt, stmt_fn)

@@ -1,0 +1,456 @@
+"""``Schedule``: an algorithm plus an ordered trace of directives (SPEC §2).
+
+Manual scheduling and the autotuner build the same object. The trace prints as Python
+(``str(s)``), serializes to JSON and replays onto a freshly built identical algorithm.
+Example::
+
+    s = sl.Schedule(C)
+    io, ii = s[C].split(i, 32)
+    s[C].vectorize(ii, 8).parallel(io)
+    s2 = sl.Schedule.from_json(s.to_json(), C)
+"""
+from __future__ import annotations
+
+import json
+
+from ..algo import expr as E
+from ..algo.func import IDENT, Definition, Func, Input
+from ..algo.printer import expr_to_python
+from ..errors import ScheduleError
+from .stage import StageSchedule, var_name
+
+MEMORIES = ("global", "shared", "local")
+
+
+class FuncSchedule:
+    """Where a Func is computed and stored. ``compute``/``store`` are ("inline",), ("root",)
+    or ("at", consumer Func, stage index, loop name)."""
+
+    def __init__(self, default):
+        self.compute = default
+        self.store = None
+        self.memory = None
+        self.double_buffer = False
+
+
+class Directive:
+    """One recorded primitive call: ``func`` name, ``stage`` index, ``op``, args, kwargs."""
+
+    def __init__(self, func, stage, op, args, kwargs):
+        self.func, self.stage, self.op = func, stage, op
+        self.args, self.kwargs = list(args), dict(kwargs)
+
+    def to_dict(self):
+        return {"func": self.func, "stage": self.stage, "op": self.op, "args": self.args,
+                "kwargs": self.kwargs}
+
+    def to_python(self, user_funcs):
+        target = f"s[{self.func}]" if self.func in user_funcs else f"s[{self.func!r}]"
+        if self.stage:
+            target += f".update({self.stage - 1})"
+        args = []
+        for i, a in enumerate(self.args):
+            if self.op in ("compute_at", "store_at", "cache_read") and i == 0:
+                args.append(a if a in user_funcs else repr(a))
+            else:
+                args.append(repr(a))
+        for k, v in self.kwargs.items():
+            args.append(f"{k}={tuple(v)!r}" if isinstance(v, list) else f"{k}={v!r}")
+        if self.op == "assume":
+            return f"s.assume({self.args[0]!r})"
+        return f"{target}.{self.op}({', '.join(args)})"
+
+    def __repr__(self):
+        return self.to_python(set())
+
+
+class InputSchedule:
+    """``s[A]`` for an Input: only ``cache_read`` and ``compute_at`` of the staged copy."""
+
+    def __init__(self, schedule, inp):
+        self.schedule, self.func, self.index = schedule, inp, 0
+        self.name = inp.name
+        self.staged = []
+
+    def cache_read(self, consumer, memory="shared", name=None):
+        """Stage a copy of this Input for ``consumer``; returns the staged Func."""
+        return self.schedule._cache_read(self, consumer, memory, name)
+
+    def compute_at(self, consumer, v):
+        """Compute the staged copy made by ``cache_read`` inside loop ``v`` of ``consumer``."""
+        if not self.staged:
+            raise ScheduleError(f"compute_at on {self.name}: {self.name} is an Input; call "
+                                f"s[{self.name}].cache_read(consumer) first, then place the copy")
+        return self.schedule[self.staged[-1]].compute_at(consumer, v)
+
+    def __getattr__(self, attr):
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        raise ScheduleError(f"{attr} on {self.name}: {self.name} is an Input; only cache_read "
+                            "and compute_at (of the staged copy) apply to it")
+
+
+class Schedule:
+    """The schedule of a pipeline ending in ``outputs`` (one Func or several)."""
+
+    def __init__(self, *outputs):
+        if len(outputs) == 1 and isinstance(outputs[0], (list, tuple)):
+            outputs = tuple(outputs[0])
+        if not outputs:
+            raise ScheduleError("Schedule(...) needs the output Func(s) of the pipeline")
+        for o in outputs:
+            if not isinstance(o, Func):
+                raise ScheduleError(f"Schedule(...): {o!r} is not a Func; pass the output Func")
+            if not o.defined:
+                raise ScheduleError(f"Schedule({o.name}): {o.name} has no definition yet")
+        self.outputs = list(outputs)
+        self.trace: list[Directive] = []
+        self.assumptions: list = []
+        self.funcs: list[Func] = []           # every Func, in discovery order
+        self.inputs: list[Input] = []
+        self.defs: dict = {}                  # id(func) -> [Definition] (rewritten by directives)
+        self.stages: dict = {}                # id(func) -> [StageSchedule]
+        self.fsched: dict = {}                # id(func) -> FuncSchedule
+        self.input_scheds: dict = {}
+        self._recording = True
+        for o in self.outputs:
+            self._discover(o)
+        self.user_funcs = {f.name for f in self.funcs if IDENT.match(f.name)} | {
+            i.name for i in self.inputs if IDENT.match(i.name)}
+
+    # ------------------------------------------------------------------ pipeline
+    def _discover(self, f):
+        if isinstance(f, Input):
+            if all(f is not i for i in self.inputs):
+                self._check_unique(f)
+                self.inputs.append(f)
+            return
+        if id(f) in self.defs:
+            return
+        self._check_unique(f)
+        self.defs[id(f)] = list(f.definitions)
+        self.funcs.append(f)
+        self._add_func_state(f)
+        for d in f.definitions:
+            for ref in _refs(d):
+                self._discover(ref.func)
+
+    def _check_unique(self, f):
+        for g in self.funcs + self.inputs:
+            if g.name == f.name and g is not f:
+                raise ScheduleError(f"two different Funcs/Inputs are both named {f.name!r}; give "
+                                    "each a unique name")
+
+    def _add_func_state(self, f):
+        defs = self.defs[id(f)]
+        self.stages[id(f)] = [StageSchedule(self, f, n, d) for n, d in enumerate(defs)]
+        has_red = len(defs) > 1 or bool(defs[0].reductions)
+        out = any(f is o for o in self.outputs)
+        self.fsched[id(f)] = FuncSchedule(("root",) if (has_red or out) else ("inline",))
+
+    def _defn(self, f, n):
+        return self.stages[id(f)][n].definition
+
+    def lookup(self, key):
+        """The Func or Input named ``key`` (or ``key`` itself if it is one)."""
+        if isinstance(key, (Func, Input)):
+            for g in self.funcs + self.inputs:
+                if g is key:
+                    return g
+            raise ScheduleError(f"{key.name} is not part of the pipeline this schedule covers "
+                                f"(outputs: {', '.join(o.name for o in self.outputs)})")
+        if isinstance(key, str):
+            for g in self.funcs + self.inputs:
+                if g.name == key:
+                    return g
+            names = ", ".join(g.name for g in self.funcs + self.inputs)
+            raise ScheduleError(f"no Func or Input named {key!r} in this pipeline; it has: {names}")
+        raise ScheduleError(f"s[...] takes a Func, an Input or a name, got {key!r}")
+
+    def __getitem__(self, key):
+        f = self.lookup(key)
+        if isinstance(f, Input):
+            if id(f) not in self.input_scheds:
+                self.input_scheds[id(f)] = InputSchedule(self, f)
+            return self.input_scheds[id(f)]
+        return self.stages[id(f)][0]
+
+    def _stage(self, f, n, what):
+        stages = self.stages[id(f)]
+        if not 1 <= n < len(stages):
+            raise ScheduleError(f"{what} on {f.name}: {f.name} has {len(stages) - 1} update "
+                                f"stage(s)" + (f"; use update(0) .. update({len(stages) - 2})"
+                                               if len(stages) > 1 else ""))
+        return stages[n]
+
+    def _func_sched(self, f, directive):
+        return self.fsched[id(f)]
+
+    def stage_schedules(self, f):
+        """Every StageSchedule of Func ``f`` (pure definition first)."""
+        return self.stages[id(f)]
+
+    def func_schedule(self, f) -> FuncSchedule:
+        return self.fsched[id(f)]
+
+    def definitions(self, f):
+        """The definitions of ``f`` as this schedule computes them (after cache_read etc.)."""
+        return [st.definition for st in self.stages[id(f)]]
+
+    # ------------------------------------------------------------------ trace
+    def _record(self, stage, op, args, kwargs):
+        if self._recording:
+            self.trace.append(Directive(stage.func.name, stage.index, op, args, kwargs))
+
+    def _pause(self):
+        rec, self._recording = self._recording, False
+        return rec
+
+    def _resume(self, rec):
+        self._recording = rec
+
+    def __str__(self):
+        lines = [d.to_python(self.user_funcs) for d in self.trace]
+        return "\n".join(lines) + ("\n" if lines else "")
+
+    def __repr__(self):
+        return (f"<Schedule of {', '.join(o.name for o in self.outputs)}: "
+                f"{len(self.trace)} directives>")
+
+    def to_json(self) -> str:
+        """The directives as JSON text; ``Schedule.from_json(text, C)`` replays them."""
+        return json.dumps({"schedlang_schedule": 1,
+                           "outputs": [o.name for o in self.outputs],
+                           "directives": [d.to_dict() for d in self.trace]})
+
+    @classmethod
+    def from_json(cls, text, *outputs):
+        """Rebuild a schedule from ``to_json`` text onto the algorithm ending in ``outputs``."""
+        try:
+            data = json.loads(text) if isinstance(text, str) else text
+            directives = data["directives"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise ScheduleError(f"Schedule.from_json: not a schedlang schedule ({e})") from None
+        s = cls(*outputs)
+        names = [o.name for o in s.outputs]
+        if data.get("outputs", names) != names:
+            raise ScheduleError(f"Schedule.from_json: the schedule is for outputs "
+                                f"{data.get('outputs')}, not {names}")
+        for d in directives:
+            s.apply(Directive(d["func"], d["stage"], d["op"], d["args"], d.get("kwargs", {})))
+        return s
+
+    def apply(self, d: Directive):
+        """Re-apply one recorded directive (used by from_json and the autotuner)."""
+        if d.op == "assume":
+            return self.assume(d.args[0])
+        target = self[d.func]
+        if d.stage:
+            target = target.update(d.stage - 1)
+        method = getattr(target, d.op, None)
+        if method is None or d.op.startswith("_"):
+            raise ScheduleError(f"unknown directive {d.op!r} for {d.func}")
+        kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.kwargs.items()}
+        return method(*d.args, **kwargs)
+
+    def copy(self):
+        """A new Schedule of the same outputs with the same directives."""
+        return Schedule.from_json(self.to_json(), *self.outputs)
+
+    # ------------------------------------------------------------------ facts
+    def assume(self, cond):
+        """A fact about sizes / Params the compiler may rely on; checked when the kernel is
+        called. Example: ``s.assume(A.shape[0] % 16 == 0)``."""
+        text = cond if isinstance(cond, str) else None
+        if text is not None:
+            cond = _parse_fact(text, self)
+        cond = E.to_expr(cond)
+        if not cond.dtype.is_bool:
+            raise ScheduleError(f"assume({cond}): the fact must be a bool expression")
+        self.assumptions.append(cond)
+        if self._recording:
+            self.trace.append(Directive("", 0, "assume", [text or expr_to_python(cond)], {}))
+        return self
+
+    # ------------------------------------------------------------------ helpers for stages
+    def _uses(self, consumer, f, seen=None):
+        """Does ``consumer`` read ``f``, directly or through other Funcs?"""
+        seen = seen if seen is not None else set()
+        if id(consumer) in seen or isinstance(consumer, Input):
+            return False
+        seen.add(id(consumer))
+        for d in self.definitions(consumer):
+            for r in _refs(d):
+                if r.func is f or self._uses(r.func, f, seen):
+                    return True
+        return False
+
+    def _loop_level(self, f, consumer, v, directive):
+        g = self.lookup(consumer)
+        name = var_name(v, directive, f.name)
+        if isinstance(g, Input):
+            raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: {g.name} is an Input")
+        if g is f:
+            raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: a Func cannot be "
+                                "computed inside its own loops")
+        if not self._uses(g, f):
+            raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: {g.name} does not use "
+                                f"{f.name}. Legal locations for {f.name} are: "
+                                f"{', '.join(self.legal_locations(f))}")
+        stages = self.stages[id(g)]
+        for st in reversed(stages):
+            if any(dm.name == name for dm in st.dims) and (
+                    any(r.func is f or self._uses(r.func, f) for r in _refs(st.definition))):
+                return ("at", g, st.index, name)
+        for st in reversed(stages):
+            if any(dm.name == name for dm in st.dims):
+                return ("at", g, st.index, name)
+        raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: {g.name} has no loop "
+                            f"named {name}. Legal locations for {f.name} are: "
+                            f"{', '.join(self.legal_locations(f))}")
+
+    def legal_locations(self, f):
+        """``root`` and every ``consumer.loop`` that (transitively) uses ``f``."""
+        out = ["root"]
+        for g in self.funcs:
+            if g is not f and self._uses(g, f):
+                for st in self.stages[id(g)]:
+                    out += [f"{st.name}.{d.name}" for d in st.dims]
+        return out
+
+    def _order_sensitive(self, st):
+        """Why the order of a stage's reduction loops matters, or '' when it does not."""
+        d = st.definition
+        if d.index == 0:
+            ops = {r.op for r in d.reductions}
+            bad = ops & {"argmax", "argmin"}
+            return f"{sorted(bad)[0]} keeps the first extreme it visits" if bad else ""
+        f = st.func
+        selfrefs = [r for r in _refs(d) if r.func is f]
+        if not selfrefs:
+            return ""
+        v = d.value
+        if (isinstance(v, E.BinOp) and v.op in ("add", "mul", "min", "max")
+                and isinstance(v.a, E.FuncRef) and v.a.func is f and len(selfrefs) == 1
+                and all(E.same(x, y) for x, y in zip(v.a.args, d.args))):
+            return ""
+        return f"the update of {f.name} reads {f.name} at indices it also writes"
+
+    # ------------------------------------------------------------------ staging
+    def _new_func(self, name, default_name):
+        name = name or default_name
+        if not isinstance(name, str) or not name:
+            raise ScheduleError(f"the staged Func needs a str name, got {name!r}")
+        if any(g.name == name for g in self.funcs + self.inputs):
+            base, n = name, 1
+            while any(g.name == name for g in self.funcs + self.inputs):
+                name, n = f"{base}{n}", n + 1
+        return Func(name)
+
+    def _install(self, g, defs, compute=("root",)):
+        self.funcs.append(g)
+        self.defs[id(g)] = defs
+        g.definitions = list(defs)   # the staged Func is the schedule's own object
+        self.stages[id(g)] = [StageSchedule(self, g, n, d) for n, d in enumerate(defs)]
+        self.fsched[id(g)] = FuncSchedule(compute)
+
+    def _cache_read(self, st, consumer, memory, name):
+        src = st.func
+        if st.index != 0:
+            raise ScheduleError(f"cache_read on {st.name}: call it on s[{src.name}]")
+        g = self.lookup(consumer)
+        if memory not in MEMORIES:
+            raise ScheduleError(f"cache_read({g.name}) on {src.name}: memory must be one of "
+                                f"{', '.join(MEMORIES)}, got {memory!r}")
+        if isinstance(g, Input) or g is src:
+            raise ScheduleError(f"cache_read({g.name}) on {src.name}: the consumer must be a Func "
+                                f"that reads {src.name}")
+        reads = [r for d in self.definitions(g) for r in _refs(d) if r.func is src]
+        if not reads:
+            users = [h.name for h in self.funcs if any(r.func is src for d in self.definitions(h)
+                                                       for r in _refs(d))]
+            raise ScheduleError(f"cache_read({g.name}) on {src.name}: {g.name} does not read "
+                                f"{src.name} directly; the Funcs that do are: {', '.join(users)}")
+        ndim = len(src.shape) if isinstance(src, Input) else src.ndim
+        first = reads[0].args
+        names = [a.name for a in first if isinstance(a, E.Var)]
+        if len(names) != ndim or len(set(names)) != ndim:
+            names = [f"{src.name}_{c}" for c in "ijklmnop"[:ndim]]
+        vs = [E.Var(n) for n in names]
+        staged = self._new_func(name, f"{src.name}_{g.name}")
+        defn = Definition(staged, 0, vs, E.FuncRef(src, vs), vs, [], None)
+        self._install(staged, [defn])
+        self.fsched[id(staged)].memory = memory
+        for cst in self.stages[id(g)]:
+            cst.definition = _redirect(cst.definition, src, staged)
+        if isinstance(st, InputSchedule):
+            st.staged.append(staged)
+        self.user_funcs.discard(staged.name)
+        self._record(st, "cache_read", [g.name], {"memory": memory, "name": staged.name})
+        return staged
+
+    def _cache_write(self, st, memory, name):
+        f = st.func
+        if st.index != 0:
+            raise ScheduleError(f"cache_write on {st.name}: call it on s[{f.name}]")
+        if memory not in MEMORIES:
+            raise ScheduleError(f"cache_write on {f.name}: memory must be one of "
+                                f"{', '.join(MEMORIES)}, got {memory!r}")
+        staged = self._new_func(name, f"{f.name}_cache")
+        old_stages = self.stages[id(f)]
+        new_defs = []
+        for d in self.definitions(f):
+            nd = _redirect(d, f, staged)
+            nd = Definition(staged, d.index, nd.args, nd.value, nd.pure_vars, nd.rvars, nd.predicate)
+            new_defs.append(nd)
+        self._install(staged, new_defs)
+        for old, new in zip(old_stages, self.stages[id(staged)]):
+            new.dims, new.splits, new.bounds = old.dims, old.splits, old.bounds
+            new.tensorized = old.tensorized
+        vs = list(self.definitions(f)[0].args)
+        copy = Definition(f, 0, vs, E.FuncRef(staged, vs), vs, [], None)
+        self.defs[id(f)] = [copy]
+        self.stages[id(f)] = [StageSchedule(self, f, 0, copy)]
+        self.fsched[id(staged)].memory = memory
+        self.user_funcs.discard(staged.name)
+        self._record(st, "cache_write", [], {"memory": memory, "name": staged.name})
+        return staged
+
+    def _rfactor(self, st, rv, name):
+        from .rfactor import rfactor
+        return rfactor(self, st, rv, name)
+
+
+def _refs(d):
+    """FuncRefs in a definition's arguments and value (not descending into other Funcs)."""
+    out = []
+    for e in list(d.args) + [d.value] + ([d.predicate] if d.predicate is not None else []):
+        E.walk_expr(e, lambda n: out.append(n) if isinstance(n, E.FuncRef) else None)
+    return out
+
+
+def _redirect(d, src, dst):
+    """A copy of definition ``d`` whose reads of ``src`` read ``dst`` instead."""
+    def fn(n):
+        return E.FuncRef(dst, n.args) if isinstance(n, E.FuncRef) and n.func is src else None
+
+    def go(e):
+        return None if e is None else E.map_expr(e, fn)
+    return Definition(d.func, d.index, tuple(go(a) for a in d.args), go(d.value), d.pure_vars,
+                      d.rvars, go(d.predicate))
+
+
+def _parse_fact(text, s):
+    from .. import algo
+    env = {"sl": algo}
+    for g in s.funcs + s.inputs:
+        for d in ([] if isinstance(g, Input) else s.definitions(g)):
+            for e in list(d.args) + [d.value]:
+                E.walk_expr(e, lambda n: env.setdefault(n.name, n)
+                            if isinstance(n, (E.SizeVar, E.Param)) else None)
+        for x in getattr(g, "shape", None) or ():
+            E.walk_expr(x, lambda n: env.setdefault(n.name, n) if isinstance(n, E.SizeVar) else None)
+    try:
+        return eval(text, {"__builtins__": {}}, env)  # noqa: S307 - our own printed trace
+    except Exception as e:  # noqa: BLE001
+        raise ScheduleError(f"assume({text!r}): cannot rebuild the fact ({e})") from None

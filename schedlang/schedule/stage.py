@@ -1,0 +1,424 @@
+"""The schedule of one stage (a Func's pure definition or one of its updates).
+
+A ``StageSchedule`` holds the stage's loops (outermost first) and how they were made
+(splits and fuses), and implements the per-stage primitives. Each primitive checks
+legality when called and records one directive in the owning Schedule's trace.
+Example: ``io, ii = s[C].split(i, 32); s[C].vectorize(ii, 16)``.
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..errors import ScheduleError
+
+TAILS = ("auto", "guard", "shift", "pad")
+
+
+class Dim:
+    """One loop of a stage: its name, its kind, and whether it derives from an RDom."""
+
+    __slots__ = ("name", "kind", "is_rvar", "gpu_dim")
+
+    def __init__(self, name, kind="serial", is_rvar=False, gpu_dim=0):
+        self.name, self.kind, self.is_rvar, self.gpu_dim = name, kind, is_rvar, gpu_dim
+
+    def copy(self):
+        return Dim(self.name, self.kind, self.is_rvar, self.gpu_dim)
+
+
+class Split:
+    """``old`` = ``outer * factor + inner`` (kind "split") or ``fused`` = ``outer * ext(inner) +
+    inner`` (kind "fuse")."""
+
+    __slots__ = ("kind", "old", "outer", "inner", "factor", "tail")
+
+    def __init__(self, kind, old, outer, inner, factor=None, tail=None):
+        self.kind, self.old, self.outer, self.inner = kind, old, outer, inner
+        self.factor, self.tail = factor, tail
+
+
+def var_name(v, directive, stage) -> str:
+    """The loop name a user passed: a Var, RVar, 1-D RDom or str."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, E.Var):
+        return v.name
+    vars_ = getattr(v, "vars", None)
+    if vars_ is not None:
+        if len(vars_) != 1:
+            raise ScheduleError(f"{directive} on {stage}: the RDom {v.name} has {len(vars_)} "
+                                f"dimensions; name one of them ({v.name}.x, ...)")
+        return vars_[0].name
+    raise ScheduleError(f"{directive} on {stage}: {v!r} is not a loop variable; pass a Var, an "
+                        "RVar or a loop name")
+
+
+class StageSchedule:
+    """Schedule of one stage of a Func; obtained as ``s[f]`` or ``s[f].update(n)``."""
+
+    def __init__(self, schedule, func, index, definition):
+        self.schedule, self.func, self.index = schedule, func, index
+        self.definition = definition
+        self.dims = [Dim(v.name, is_rvar=isinstance(v, E.RVar)) for v in definition.loop_vars]
+        self.splits: list[Split] = []
+        self.bounds: dict = {}
+        self.tensorized = None      # (loop name, intrinsic)
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def name(self):
+        return self.func.name if self.index == 0 else f"{self.func.name}.update({self.index - 1})"
+
+    def _dim(self, v, directive):
+        name = var_name(v, directive, self.name)
+        for d in self.dims:
+            if d.name == name:
+                return d
+        loops = ", ".join(d.name for d in self.dims) or "none"
+        raise ScheduleError(f"{directive}({name}) on {self.name}: {self.name} has no loop named "
+                            f"{name}; its loops are: {loops}")
+
+    def _pos(self, d):
+        return next(i for i, x in enumerate(self.dims) if x is d)
+
+    def _record(self, op, args, kwargs=None):
+        self.schedule._record(self, op, args, kwargs or {})
+
+    def _fresh(self, name, directive):
+        if any(d.name == name for d in self.dims) or any(
+                s.old == name or s.outer == name or s.inner == name for s in self.splits):
+            raise ScheduleError(f"{directive} on {self.name}: the loop name {name!r} is already "
+                                "used; pass names=(...) with new names")
+        return name
+
+    def _is_output(self):
+        return any(self.func is o for o in self.schedule.outputs)
+
+    def _returns_var(self, name, is_rvar):
+        return E.Var(name)
+
+    def loop_names(self):
+        """The stage's loops, outermost first."""
+        return [d.name for d in self.dims]
+
+    def update(self, n=0):
+        """The schedule of the n-th update stage of this Func (``s[f].update(0)`` is the first)."""
+        return self.schedule._stage(self.func, n + 1, f"update({n})")
+
+    # ------------------------------------------------------------------ loop structure
+    def split(self, v, factor, tail="auto", names=None):
+        """Split loop ``v`` into ``(v.o, v.i)`` with the inner one ``factor`` long.
+
+        Example: ``io, ii = s[C].split(i, 32, tail="guard")``.
+        """
+        d = self._dim(v, "split")
+        directive = f"split({d.name}, {factor})"
+        if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+            raise ScheduleError(f"{directive} on {self.name}: the factor must be a positive int, "
+                                f"got {factor!r}")
+        if tail not in TAILS:
+            raise ScheduleError(f"{directive} on {self.name}: tail must be one of "
+                                f"{', '.join(TAILS)}, got {tail!r}")
+        if d.kind != "serial":
+            raise ScheduleError(f"{directive} on {self.name}: {d.name} is already marked "
+                                f"{d.kind}; split it before marking it")
+        if tail in ("shift", "pad"):
+            if self.index > 0 or d.is_rvar:
+                why = "an update stage" if self.index > 0 else f"{d.name} is a reduction variable"
+                raise ScheduleError(f"{directive} on {self.name}: tail='{tail}' recomputes or "
+                                    f"adds points, which is only legal on pure stages ({why}); "
+                                    "use tail='guard'")
+            if tail == "pad" and self._is_output():
+                raise ScheduleError(f"{directive} on {self.name}: tail='pad' rounds the computed "
+                                    f"region up, but {self.func.name} is an output whose storage is "
+                                    "the caller's array; use tail='guard' or 'shift'")
+        if names is None:
+            names = (f"{d.name}.o", f"{d.name}.i")
+        if len(names) != 2 or not all(isinstance(n, str) and n for n in names):
+            raise ScheduleError(f"{directive} on {self.name}: names must be two strings")
+        outer, inner = (self._fresh(n, directive) for n in names)
+        if outer == inner:
+            raise ScheduleError(f"{directive} on {self.name}: the two new names must differ")
+        pos = self._pos(d)
+        self.dims[pos:pos + 1] = [Dim(outer, is_rvar=d.is_rvar), Dim(inner, is_rvar=d.is_rvar)]
+        self.splits.append(Split("split", d.name, outer, inner, factor, tail))
+        self._record("split", [d.name, factor], {"tail": tail, "names": [outer, inner]})
+        return E.Var(outer), E.Var(inner)
+
+    def fuse(self, vo, vi, name=None):
+        """Fuse two adjacent loops (``vo`` directly outside ``vi``) into one."""
+        a, b = self._dim(vo, "fuse"), self._dim(vi, "fuse")
+        directive = f"fuse({a.name}, {b.name})"
+        if self._pos(b) != self._pos(a) + 1:
+            raise ScheduleError(f"{directive} on {self.name}: {a.name} must be directly outside "
+                                f"{b.name}; the loops are {', '.join(self.loop_names())} "
+                                "(reorder first)")
+        if a.is_rvar != b.is_rvar:
+            raise ScheduleError(f"{directive} on {self.name}: cannot fuse a pure loop with a "
+                                "reduction loop")
+        if a.kind != "serial" or b.kind != "serial":
+            raise ScheduleError(f"{directive} on {self.name}: fuse loops before marking them")
+        name = self._fresh(name or f"{a.name}.{b.name}.f", directive)
+        pos = self._pos(a)
+        self.dims[pos:pos + 2] = [Dim(name, is_rvar=a.is_rvar)]
+        self.splits.append(Split("fuse", name, a.name, b.name))
+        self._record("fuse", [a.name, b.name], {"name": name})
+        return E.Var(name)
+
+    def reorder(self, *vs):
+        """Reorder loops, OUTERMOST FIRST: the named loops take their current positions in
+        the given order. Example: ``s[C].reorder(io, jo, ko, ii, ki, ji)``."""
+        if len(vs) == 1 and isinstance(vs[0], (list, tuple)):
+            vs = tuple(vs[0])
+        dims = [self._dim(v, "reorder") for v in vs]
+        names = [d.name for d in dims]
+        if len(set(names)) != len(names):
+            raise ScheduleError(f"reorder({', '.join(names)}) on {self.name}: a loop is named twice")
+        positions = sorted(self._pos(d) for d in dims)
+        new = list(self.dims)
+        for p, d in zip(positions, dims):
+            new[p] = d
+        self._check_order(new, f"reorder({', '.join(names)})")
+        self.dims = new
+        self._record("reorder", names)
+        return self
+
+    def _check_order(self, new, directive):
+        """Reduction loops of a stage whose result depends on visiting order keep their order."""
+        why = self.schedule._order_sensitive(self)
+        if not why:
+            return
+        old_r = [d.name for d in self.dims if d.is_rvar]
+        new_r = [d.name for d in new if d.is_rvar]
+        if old_r != new_r:
+            raise ScheduleError(f"{directive} on {self.name}: it changes the order the reduction "
+                                f"loops run ({', '.join(old_r)} -> {', '.join(new_r)}), but {why}; "
+                                "keep the reduction loops in their order")
+
+    def tile(self, y, x, ty, tx, tail="auto", names=None):
+        """Split ``y`` by ``ty`` and ``x`` by ``tx`` and order them yo, xo, yi, xi."""
+        dy, dx = self._dim(y, "tile"), self._dim(x, "tile")
+        if names is None:
+            names = (f"{dy.name}.o", f"{dx.name}.o", f"{dy.name}.i", f"{dx.name}.i")
+        rec = self.schedule._pause()
+        try:
+            yo, yi = self.split(dy.name, ty, tail, names=(names[0], names[2]))
+            xo, xi = self.split(dx.name, tx, tail, names=(names[1], names[3]))
+            self.reorder(yo, xo, yi, xi)
+        finally:
+            self.schedule._resume(rec)
+        self._record("tile", [dy.name, dx.name, ty, tx], {"tail": tail, "names": list(names)})
+        return yo, xo, yi, xi
+
+    # ------------------------------------------------------------------ loop kinds
+    def _mark(self, v, kind, directive, gpu_dim=0):
+        d = self._dim(v, directive)
+        if d.kind != "serial" and d.kind != kind:
+            raise ScheduleError(f"{directive}({d.name}) on {self.name}: {d.name} is already "
+                                f"{d.kind}")
+        d.kind, d.gpu_dim = kind, gpu_dim
+        return d
+
+    def unroll(self, v, factor=None):
+        """Unroll loop ``v`` fully, or split it by ``factor`` and unroll the inner loop."""
+        if factor is not None:
+            rec = self.schedule._pause()
+            try:
+                _, vi = self.split(v, factor)
+                self._mark(vi, "unrolled", "unroll")
+            finally:
+                self.schedule._resume(rec)
+            self._record("unroll", [var_name(v, "unroll", self.name), factor])
+            return self
+        d = self._mark(v, "unrolled", "unroll")
+        self._record("unroll", [d.name])
+        return self
+
+    def vectorize(self, v, width=None):
+        """Run loop ``v`` as SIMD lanes; with ``width``, split by it first and vectorize the
+        inner loop. Example: ``s[C].vectorize(ji, 16)``."""
+        d = self._dim(v, "vectorize")
+        if d.is_rvar:
+            raise ScheduleError(f"vectorize({d.name}) on {self.name}: {d.name} is a reduction "
+                                "variable; use rfactor first")
+        if width is not None:
+            if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= 256:
+                raise ScheduleError(f"vectorize({d.name}, {width!r}) on {self.name}: the width "
+                                    "must be an int in [1, 256]")
+            rec = self.schedule._pause()
+            try:
+                _, vi = self.split(d.name, width)
+                self._mark(vi, "vectorized", "vectorize")
+            finally:
+                self.schedule._resume(rec)
+            self._record("vectorize", [d.name, width])
+            return self
+        self._mark(d.name, "vectorized", "vectorize")
+        self._record("vectorize", [d.name])
+        return self
+
+    def parallel(self, v):
+        """Run the iterations of loop ``v`` on CPU threads."""
+        d = self._dim(v, "parallel")
+        if d.is_rvar:
+            raise ScheduleError(f"parallel({d.name}) on {self.name}: {d.name} is a reduction "
+                                "variable and its iterations depend on each other; use rfactor "
+                                "to make a pure loop and parallelize that")
+        self._mark(d.name, "parallel", "parallel")
+        self._record("parallel", [d.name])
+        return self
+
+    def _gpu(self, kind, vs, directive):
+        if len(vs) == 1 and isinstance(vs[0], (list, tuple)):
+            vs = tuple(vs[0])
+        if not 1 <= len(vs) <= 3:
+            raise ScheduleError(f"{directive} on {self.name}: give 1 to 3 loops (x, y, z)")
+        names = []
+        for i, v in enumerate(vs):
+            d = self._dim(v, directive)
+            if d.is_rvar:
+                raise ScheduleError(f"{directive}({d.name}) on {self.name}: {d.name} is a "
+                                    "reduction variable; use rfactor first")
+            self._mark(d.name, kind, directive, gpu_dim=i)
+            names.append(d.name)
+        return names
+
+    def gpu_blocks(self, *vs):
+        """Bind loops to GPU blocks (first var -> blockIdx.x)."""
+        names = self._gpu("gpu_block", vs, "gpu_blocks")
+        self._record("gpu_blocks", names)
+        return self
+
+    def gpu_threads(self, *vs):
+        """Bind loops to GPU threads (first var -> threadIdx.x)."""
+        names = self._gpu("gpu_thread", vs, "gpu_threads")
+        self._record("gpu_threads", names)
+        return self
+
+    def gpu_tile(self, *args, tail="auto"):
+        """``gpu_tile(x, tx)`` or ``gpu_tile(y, x, ty, tx)``: split, bind outer loops to blocks
+        and inner loops to threads. Returns the new loops (outer ones first)."""
+        n = len(args) // 2
+        if len(args) not in (2, 4, 6):
+            raise ScheduleError(f"gpu_tile on {self.name}: give vars then sizes, e.g. "
+                                "gpu_tile(y, x, 16, 16)")
+        vs, sizes = args[:n], args[n:]
+        rec = self.schedule._pause()
+        try:
+            pairs = [self.split(v, f, tail) for v, f in zip(vs, sizes)]
+            outs, ins = [p[0] for p in pairs], [p[1] for p in pairs]
+            self.reorder(*(outs + ins))
+            self.gpu_blocks(*reversed(outs))
+            self.gpu_threads(*reversed(ins))
+        finally:
+            self.schedule._resume(rec)
+        self._record("gpu_tile", [var_name(v, "gpu_tile", self.name) for v in vs] + list(sizes),
+                     {"tail": tail})
+        return tuple(outs + ins)
+
+    def tensorize(self, v, intrinsic):
+        """Replace the loop nest under ``v`` by the hardware instruction ``intrinsic``."""
+        d = self._dim(v, "tensorize")
+        iname = getattr(intrinsic, "name", intrinsic)
+        if not isinstance(iname, str):
+            raise ScheduleError(f"tensorize({d.name}) on {self.name}: {intrinsic!r} is not an "
+                                "intrinsic from schedlang.intrinsics")
+        self.tensorized = (d.name, iname)
+        self._record("tensorize", [d.name, iname])
+        return self
+
+    def bound(self, v, lo, extent):
+        """Fix the region computed along pure dimension ``v`` to [lo, lo + extent); checked
+        when the kernel runs."""
+        name = var_name(v, "bound", self.name)
+        d0 = self.func.definitions[0]
+        if self.index != 0 or all(a.name != name for a in d0.args):
+            raise ScheduleError(f"bound({name}) on {self.name}: bound applies to a pure dimension "
+                                f"of {self.func.name} ({', '.join(a.name for a in d0.args)}), on "
+                                f"s[{self.func.name}]")
+        for x, what in ((lo, "lo"), (extent, "extent")):
+            if isinstance(x, bool) or not isinstance(x, int):
+                raise ScheduleError(f"bound({name}) on {self.name}: {what} must be an int, got {x!r}")
+        if extent < 1:
+            raise ScheduleError(f"bound({name}) on {self.name}: extent must be >= 1, got {extent}")
+        self.bounds[name] = (lo, extent)
+        self._record("bound", [name, lo, extent])
+        return self
+
+    # --------------------------------------------------------- per-Func directives
+    def _func_directive(self, directive):
+        if self.index != 0:
+            raise ScheduleError(f"{directive} on {self.name}: it places the whole Func "
+                                f"{self.func.name}; call it on s[{self.func.name}], not on an "
+                                "update stage")
+        return self.schedule._func_sched(self.func, directive)
+
+    def compute_root(self):
+        """Compute this Func in full before its consumers, at the top of the pipeline."""
+        fs = self._func_directive("compute_root")
+        fs.compute, fs.store = ("root",), None
+        self._record("compute_root", [])
+        return self
+
+    def compute_inline(self):
+        """Substitute this Func's expression into every use (pure Funcs only)."""
+        fs = self._func_directive("compute_inline")
+        f = self.func
+        if self._is_output():
+            raise ScheduleError(f"compute_inline on {f.name}: {f.name} is an output of the "
+                                "schedule and must be stored")
+        if len(f.definitions) > 1 or self.schedule._defn(f, 0).reductions:
+            raise ScheduleError(f"compute_inline on {f.name}: {f.name} has a reduction or update "
+                                "stages and cannot be inlined; use compute_root or compute_at")
+        fs.compute, fs.store = ("inline",), None
+        self._record("compute_inline", [])
+        return self
+
+    def compute_at(self, consumer, v):
+        """Compute this Func inside loop ``v`` of ``consumer``, just the region needed there."""
+        fs = self._func_directive("compute_at")
+        level = self.schedule._loop_level(self.func, consumer, v, "compute_at")
+        fs.compute = level
+        self._record("compute_at", [level[1].name, level[3]])
+        return self
+
+    def store_at(self, consumer, v):
+        """Allocate this Func's storage at loop ``v`` of ``consumer`` (outside its compute
+        level), so it is reused across the loops in between."""
+        fs = self._func_directive("store_at")
+        level = self.schedule._loop_level(self.func, consumer, v, "store_at")
+        fs.store = level
+        self._record("store_at", [level[1].name, level[3]])
+        return self
+
+    def store_root(self):
+        """Allocate this Func's storage at the top of the pipeline."""
+        fs = self._func_directive("store_root")
+        fs.store = ("root",)
+        self._record("store_root", [])
+        return self
+
+    def double_buffer(self):
+        """Keep two copies of this (staged) Func computed inside a serial loop: the next
+        iteration's copy is filled while the current one is used."""
+        fs = self._func_directive("double_buffer")
+        fs.double_buffer = True
+        self._record("double_buffer", [])
+        return self
+
+    def cache_read(self, consumer, memory="shared", name=None):
+        """Stage a copy of this Func / Input for ``consumer``, whose reads are redirected to
+        the copy. Returns the staged Func (schedule it with compute_at)."""
+        return self.schedule._cache_read(self, consumer, memory, name)
+
+    def cache_write(self, memory="local", name=None):
+        """Compute this Func into a staged Func in ``memory`` and copy the result out.
+        Returns the staged Func."""
+        return self.schedule._cache_write(self, memory, name)
+
+    def rfactor(self, rv, name=None):
+        """Turn reduction loop ``rv`` into a pure dimension of a new intermediate Func that
+        holds partial results; this stage then reduces over that dimension. Returns it."""
+        return self.schedule._rfactor(self, rv, name)
+
+    def __repr__(self):
+        return f"<schedule of {self.name}: loops {', '.join(self.loop_names())}>"

@@ -1,0 +1,266 @@
+"""A compiled kernel as the user calls it: numpy arrays in, numpy array out (SPEC §3).
+
+Every argument is checked before the native code runs: missing or extra names, dtypes,
+ranks, sizes that disagree ("K is 64 from A but 32 from B"), violated ``assume`` facts,
+and ``out=`` arrays it cannot write are ``ArgumentError``s, so generated code never
+sees an array it could overrun. Example::
+
+    kern = sl.compile(C, s)
+    c = kern(A=a, B=b, alpha=2.0)
+    stats = kern.time(A=a, B=b, alpha=2.0)   # median / min / runs
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..algo import expr as E
+from ..algo import types as T
+from ..algo.evaluate import Unbound, evaluate
+from ..errors import ArgumentError, SchedlangError
+from ..lower.ir import ERROR_CODES
+
+
+class TimingStats:
+    """Run times of a kernel in seconds: ``median``, ``min``, ``mean`` and ``runs``."""
+
+    def __init__(self, times):
+        self.times = sorted(times)
+        self.runs = len(times)
+        self.median = float(np.median(self.times))
+        self.min = float(self.times[0])
+        self.mean = float(np.mean(self.times))
+
+    def __repr__(self):
+        return (f"TimingStats(median={self.median * 1e3:.4f} ms, min={self.min * 1e3:.4f} ms, "
+                f"runs={self.runs})")
+
+
+def default_threads():
+    """Threads a parallel loop uses: ``SCHEDLANG_NUM_THREADS`` or every core."""
+    env = os.environ.get("SCHEDLANG_NUM_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            pass
+    return os.cpu_count() or 1
+
+
+def as_array(name, x):
+    """A numpy view of an array-like (numpy, ``__dlpack__``, ``__array_interface__``)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__"):
+        try:
+            return np.from_dlpack(x)
+        except (TypeError, RuntimeError, BufferError) as e:
+            raise ArgumentError(f"argument {name}: cannot read it through __dlpack__ ({e}); pass a "
+                                "CPU array") from None
+    if hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
+        return np.asarray(x)
+    raise ArgumentError(f"argument {name}: expected an array (numpy, or an object with __dlpack__ "
+                        f"/ __array_interface__), got {type(x).__name__}")
+
+
+class Kernel:
+    """A compiled pipeline. Call it with keyword arguments named after the Inputs and
+    Params; it returns the output array (a tuple for several outputs)."""
+
+    def __init__(self, outputs, schedule, stmt, ctx, module, args, target):
+        self.outputs, self.schedule, self.target = outputs, schedule, target
+        self.loop_ir_stmt, self.module, self.args = stmt, module, args
+        self.inputs = list(schedule.inputs)
+        self.params = sorted({a.name: a for a in args if a.kind == "scalar"
+                              and a.name in _param_names(schedule)}.values(), key=lambda a: a.name)
+        self.facts = list(ctx.facts)
+        self.num_threads = default_threads()
+
+    @property
+    def source(self):
+        """The generated code (optimized LLVM IR for the llvm target)."""
+        return self.module.source
+
+    @property
+    def loop_ir(self):
+        """The lowered loop nest, printed as pseudocode."""
+        return str(self.loop_ir_stmt)
+
+    # ------------------------------------------------------------------ calling
+    def _bind(self, kwargs):
+        kwargs = dict(kwargs)
+        out = kwargs.pop("out", None)
+        names = {i.name for i in self.inputs} | {p.name for p in self.params}
+        missing = sorted(names - set(kwargs))
+        extra = sorted(set(kwargs) - names)
+        if missing:
+            raise ArgumentError(f"missing argument(s): {', '.join(missing)}; the kernel takes "
+                                f"{', '.join(sorted(names))}")
+        if extra:
+            raise ArgumentError(f"unexpected argument(s): {', '.join(extra)}; the kernel takes "
+                                f"{', '.join(sorted(names))}")
+        sizes, where = {}, {}
+        values = {}
+        for inp in self.inputs:
+            a = as_array(inp.name, kwargs[inp.name])
+            a = self._check_array(inp, a, sizes, where, "input")
+            values[inp.name] = np.ascontiguousarray(a)
+        for p in self.params:
+            values[p.name] = self._check_param(p, kwargs[p.name])
+            sizes[p.name] = values[p.name]
+        outs = self._outputs(out, sizes, where)
+        for o, arr in zip(self.outputs, outs):
+            values[o.name] = arr
+        for f in self.facts:
+            try:
+                ok = evaluate(f, sizes)
+            except Unbound:
+                continue
+            if not ok:
+                shown = ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())
+                                  if k in E.expr_vars(f))
+                raise ArgumentError(f"the arguments violate assume({f}) ({shown})")
+        for a in self.args:
+            if a.kind == "scalar" and a.name not in values:
+                if a.name not in sizes:
+                    raise ArgumentError(f"the size {a.name} cannot be inferred from the arguments; "
+                                        "pass out= with the output array")
+                values[a.name] = sizes[a.name]
+        return values, outs
+
+    def _check_array(self, buf, a, sizes, where, role):
+        dt = buf.dtype
+        want = dt.numpy
+        if dt.name == "bfloat16" and a.dtype.name == "bfloat16":
+            a = a.view(np.uint16)
+        if a.dtype != want:
+            raise ArgumentError(f"{role} {buf.name}: expected dtype {dt.name}"
+                                + (" (as uint16 bits)" if dt.name == "bfloat16" else "")
+                                + f", got {a.dtype}; convert it with .astype(np.{want.name})")
+        if a.ndim != len(buf.shape):
+            raise ArgumentError(f"{role} {buf.name}: expected {len(buf.shape)} dimensions, got "
+                                f"{a.ndim} (shape {a.shape})")
+        for d, (ext, n) in enumerate(zip(buf.shape, a.shape)):
+            if isinstance(ext, E.SizeVar):
+                if ext.name in sizes and sizes[ext.name] != n:
+                    raise ArgumentError(f"{ext.name} is {sizes[ext.name]} from {where[ext.name]} but "
+                                        f"{n} from {buf.name} (dimension {d})")
+                sizes[ext.name] = int(n)
+                where[ext.name] = buf.name
+        for d, (ext, n) in enumerate(zip(buf.shape, a.shape)):
+            try:
+                want_n = evaluate(ext, sizes)
+            except Unbound:
+                continue
+            if want_n != n:
+                raise ArgumentError(f"{role} {buf.name}: dimension {d} should be {ext} = {want_n}, "
+                                    f"got {n}")
+        return a
+
+    def _check_param(self, p, v):
+        dt = p.dtype
+        if isinstance(v, np.ndarray) and v.ndim == 0:
+            v = v.item()
+        if isinstance(v, np.generic):
+            v = v.item()
+        if dt.is_bool:
+            if not isinstance(v, (bool, int)):
+                raise ArgumentError(f"Param {p.name}: expected a bool, got {v!r}")
+            return bool(v)
+        if dt.is_int:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ArgumentError(f"Param {p.name}: expected an integer ({dt.name}), got {v!r}")
+            if not dt.min_value() <= v <= dt.max_value():
+                raise ArgumentError(f"Param {p.name}: {v} does not fit {dt.name}")
+            return v
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ArgumentError(f"Param {p.name}: expected a number ({dt.name}), got {v!r}")
+        return float(v)
+
+    def _outputs(self, out, sizes, where):
+        if out is not None and len(self.outputs) == 1 and not isinstance(out, (tuple, list)):
+            out = (out,)
+        arrays = []
+        for n, o in enumerate(self.outputs):
+            if out is not None:
+                if len(out) != len(self.outputs):
+                    raise ArgumentError(f"out=: give {len(self.outputs)} arrays, one per output")
+                a = as_array(f"out ({o.name})", out[n])
+                a = self._check_array(_OutBuf(o), a, sizes, where, "out= for output")
+                if not a.flags.c_contiguous or not a.flags.writeable:
+                    raise ArgumentError(f"out= for output {o.name}: the array must be C-contiguous "
+                                        "and writeable; pass np.empty(...) or use the returned array")
+                arrays.append(a)
+                continue
+            shape = []
+            for d, ext in enumerate(o.shape):
+                try:
+                    n_ = int(evaluate(ext, sizes))
+                except Unbound as u:
+                    raise ArgumentError(f"the size {u} of output {o.name} cannot be inferred from the "
+                                        "inputs; pass out= with the output array") from None
+                if n_ < 0:
+                    raise ArgumentError(f"output {o.name}: dimension {d} would be {ext} = {n_} < 0 "
+                                        "for these inputs")
+                shape.append(n_)
+            arrays.append(np.empty(shape, dtype=o.dtype.numpy))
+        return arrays
+
+    def _run(self, values):
+        from .llvm import pack_args
+        argv = pack_args(self.args, values)
+        rc = self.module.call(argv.ctypes.data, self.num_threads)
+        if rc == 3:
+            raise ArgumentError("the sizes need a larger region than a bound() directive of the "
+                                "schedule allows")
+        if rc == 2:
+            raise MemoryError("schedlang kernel: out of memory while allocating a buffer")
+        if rc != 0:
+            raise SchedlangError(f"the kernel stopped: {ERROR_CODES.get(rc, f'error {rc}')}")
+
+    def __call__(self, **kwargs):
+        values, outs = self._bind(kwargs)
+        if all(a.size > 0 for a in outs):
+            self._run(values)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def time(self, warmup=1, repeats=None, budget_s=0.5, **kwargs):
+        """Time the kernel: ``warmup`` untimed runs, then repeats until ``budget_s`` seconds
+        (at least 3 runs, or exactly ``repeats``). Returns TimingStats."""
+        values, _ = self._bind(kwargs)
+        for _ in range(max(0, warmup)):
+            self._run(values)
+        times = []
+        t_end = time.perf_counter() + budget_s
+        while True:
+            t0 = time.perf_counter()
+            self._run(values)
+            times.append(time.perf_counter() - t0)
+            if repeats is not None:
+                if len(times) >= repeats:
+                    break
+            elif len(times) >= 3 and time.perf_counter() > t_end:
+                break
+        return TimingStats(times)
+
+    def __repr__(self):
+        return f"<Kernel {', '.join(o.name for o in self.outputs)} target={self.target}>"
+
+
+class _OutBuf:
+    def __init__(self, f):
+        self.name, self.dtype, self.shape = f.name, f.dtype, f.shape
+
+
+def _param_names(schedule):
+    names = set()
+    for g in schedule.funcs:
+        for d in schedule.definitions(g):
+            for e in list(d.args) + [d.value] + ([d.predicate] if d.predicate is not None else []):
+                E.walk_expr(e, lambda n: names.add(n.name) if isinstance(n, E.Param) else None)
+    return names
+
+
+__all__ = ["Kernel", "TimingStats", "default_threads", "T"]

@@ -1,0 +1,291 @@
+"""The small runtime the LLVM CPU backend emits into the modules that need it.
+
+Everything here is generated as LLVM IR with ``llvmlite.ir`` (no C compiler, no shared
+library to ship): declarations of the libc / libpthread functions the JIT resolves from the
+running process, and, per outlined ``parallel`` loop body, a runner that executes it on
+threads. The code generator outlines a parallel loop body into a function
+``i32 body(ptr closure, i64 iteration)``; ``parallel_runner(module, body)`` emits
+``i32 body.run(ptr closure, i64 extent, i32 nthreads)``, which calls the body for every
+iteration in ``[0, extent)`` on ``min(nthreads, extent)`` threads (the calling thread
+included), hands iterations out dynamically through an atomic counter, and returns the first
+nonzero code. The runner calls its body directly (one runner per body), so LLVM can inline
+the body into it. Example: ``rc = call i32 @"k.par0.run"(ptr %closure, i64 %n, i32 %nt)``.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+
+# The signature of an outlined parallel loop body: i32 body(ptr closure, i64 iteration).
+BODY_FN_TYPE = ir.FunctionType(I32, [PTR, I64])
+
+# Shared state of one running parallel loop: closure, extent, next iteration, first error.
+_STATE_TYPE = ir.LiteralStructType([PTR, I64, I64, I32])
+_F_CLOSURE, _F_EXTENT, _F_NEXT, _F_ERROR = range(4)
+
+# C functions taken from the process. pthread_t is an unsigned long (8 bytes) on Linux.
+_C_FUNCTIONS = {
+    "malloc": ir.FunctionType(PTR, [I64]),
+    "free": ir.FunctionType(ir.VoidType(), [PTR]),
+    "posix_memalign": ir.FunctionType(I32, [PTR, I64, I64]),
+    "pthread_create": ir.FunctionType(I32, [PTR, PTR, PTR, PTR]),
+    "pthread_join": ir.FunctionType(I32, [I64, PTR]),
+}
+
+
+def declare_c_function(module: ir.Module, name: str, fnty: ir.FunctionType = None) -> ir.Function:
+    """The declaration of the external C function ``name`` in ``module`` (added once).
+
+    ``fnty`` is needed only for functions outside the built-in table (libm functions).
+    """
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    fn = ir.Function(module, fnty or _C_FUNCTIONS[name], name=name)
+    fn.attributes.add("nounwind")
+    return fn
+
+
+def _field(builder, state, index):
+    return builder.gep(state, [I32(0), I32(index)], inbounds=True, source_etype=_STATE_TYPE)
+
+
+def _emit_worker(module: ir.Module, body: ir.Function) -> ir.Function:
+    """``ptr body.worker(ptr state)``: take iterations until none are left or one failed.
+
+    It is the pthread start routine and is also run by the calling thread.
+    """
+    fn = ir.Function(module, ir.FunctionType(PTR, [PTR]), name=body.name + ".worker")
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    state = fn.args[0]
+    entry, take, run, call, failed, done = (fn.append_basic_block(n) for n in (
+        "entry", "take", "run", "call", "failed", "done"))
+
+    b = ir.IRBuilder(entry)
+    closure = b.load(_field(b, state, _F_CLOSURE), typ=PTR)
+    extent = b.load(_field(b, state, _F_EXTENT), typ=I64)
+    b.branch(take)
+
+    b.position_at_end(take)
+    # Stop taking work as soon as any iteration reported an error.
+    err = b.load_atomic(_field(b, state, _F_ERROR), "monotonic", 4, typ=I32)
+    b.cbranch(b.icmp_signed("!=", err, I32(0)), done, run)
+
+    b.position_at_end(run)
+    i = b.atomic_rmw("add", _field(b, state, _F_NEXT), I64(1), "monotonic")
+    b.cbranch(b.icmp_signed(">=", i, extent), done, call)
+
+    b.position_at_end(call)
+    rc = b.call(body, [closure, i])
+    b.cbranch(b.icmp_signed("!=", rc, I32(0)), failed, take)
+
+    b.position_at_end(failed)
+    # Keep the first error only: a later one loses the exchange.
+    b.cmpxchg(_field(b, state, _F_ERROR), I32(0), rc, "seq_cst", "seq_cst")
+    b.branch(done)
+
+    b.position_at_end(done)
+    b.ret(ir.Constant(PTR, None))
+    return fn
+
+
+def parallel_runner(module: ir.Module, body: ir.Function) -> ir.Function:
+    """Emit ``i32 <body>.run(ptr closure, i64 extent, i32 nthreads)`` for an outlined body.
+
+    With ``nthreads <= 1`` or ``extent <= 1`` it runs the iterations in order on the calling
+    thread, without creating threads. Otherwise it starts ``min(nthreads, extent) - 1``
+    pthreads and works alongside them. If a thread (or the array of handles) cannot be
+    created, the threads that exist and the caller still do all the work, so a shortage of
+    threads costs speed, never correctness.
+    """
+    worker = _emit_worker(module, body)
+    malloc = declare_c_function(module, "malloc")
+    free = declare_c_function(module, "free")
+    pthread_create = declare_c_function(module, "pthread_create")
+    pthread_join = declare_c_function(module, "pthread_join")
+
+    fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32]), name=body.name + ".run")
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    closure, extent, nthreads = fn.args
+    blk = {n: fn.append_basic_block(n) for n in (
+        "entry", "threaded", "spawn", "spawn_next", "spawned", "join", "join_body", "joined",
+        "serial", "serial_body", "serial_next", "serial_done", "serial_fail")}
+
+    b = ir.IRBuilder(blk["entry"])
+    state = b.alloca(_STATE_TYPE, name="state")
+    state.type = PTR  # an opaque pointer, like every other pointer in the module
+    nthreads64 = b.sext(nthreads, I64)
+    use_threads = b.and_(b.icmp_signed(">", nthreads64, I64(1)),
+                         b.icmp_signed(">", extent, I64(1)))
+    b.cbranch(use_threads, blk["threaded"], blk["serial"])
+
+    # ---- threaded: shared state, thread handles, spawn, work alongside, join.
+    b.position_at_end(blk["threaded"])
+    nthr = b.select(b.icmp_signed("<", nthreads64, extent), nthreads64, extent)
+    nworkers = b.sub(nthr, I64(1))
+    b.store(closure, _field(b, state, _F_CLOSURE))
+    b.store(extent, _field(b, state, _F_EXTENT))
+    b.store(I64(0), _field(b, state, _F_NEXT))
+    b.store(I32(0), _field(b, state, _F_ERROR))
+    tids = b.call(malloc, [b.mul(nworkers, I64(8))])
+    b.cbranch(b.icmp_unsigned("==", tids, ir.Constant(PTR, None)), blk["serial"], blk["spawn"])
+
+    b.position_at_end(blk["spawn"])
+    k = b.phi(I64, name="k")
+    k.add_incoming(I64(0), blk["threaded"])
+    b.cbranch(b.icmp_signed("<", k, nworkers), blk["spawn_next"], blk["spawned"])
+
+    b.position_at_end(blk["spawn_next"])
+    slot = b.gep(tids, [k], inbounds=True, source_etype=I64)
+    rc = b.call(pthread_create, [slot, ir.Constant(PTR, None), worker, state])
+    k.add_incoming(b.add(k, I64(1)), blk["spawn_next"])
+    # A failed pthread_create ends spawning; the threads made so far are joined.
+    b.cbranch(b.icmp_signed("==", rc, I32(0)), blk["spawn"], blk["spawned"])
+
+    b.position_at_end(blk["spawned"])
+    created = b.phi(I64, name="created")
+    created.add_incoming(k, blk["spawn"])
+    created.add_incoming(k, blk["spawn_next"])
+    b.call(worker, [state])
+    b.branch(blk["join"])
+
+    b.position_at_end(blk["join"])
+    j = b.phi(I64, name="j")
+    j.add_incoming(I64(0), blk["spawned"])
+    b.cbranch(b.icmp_signed("<", j, created), blk["join_body"], blk["joined"])
+
+    b.position_at_end(blk["join_body"])
+    tid = b.load(b.gep(tids, [j], inbounds=True, source_etype=I64), typ=I64)
+    b.call(pthread_join, [tid, ir.Constant(PTR, None)])
+    j.add_incoming(b.add(j, I64(1)), blk["join_body"])
+    b.branch(blk["join"])
+
+    b.position_at_end(blk["joined"])
+    b.call(free, [tids])
+    # pthread_join orders every worker's writes before this read.
+    b.ret(b.load(_field(b, state, _F_ERROR), typ=I32))
+
+    # ---- serial: the iterations in order, stopping at the first error.
+    b.position_at_end(blk["serial"])
+    i = b.phi(I64, name="i")
+    i.add_incoming(I64(0), blk["entry"])
+    i.add_incoming(I64(0), blk["threaded"])
+    b.cbranch(b.icmp_signed("<", i, extent), blk["serial_body"], blk["serial_done"])
+
+    b.position_at_end(blk["serial_body"])
+    rc = b.call(body, [closure, i])
+    b.cbranch(b.icmp_signed("!=", rc, I32(0)), blk["serial_fail"], blk["serial_next"])
+
+    b.position_at_end(blk["serial_next"])
+    i.add_incoming(b.add(i, I64(1)), blk["serial_next"])
+    b.branch(blk["serial"])
+
+    b.position_at_end(blk["serial_done"])
+    b.ret(I32(0))
+    b.position_at_end(blk["serial_fail"])
+    b.ret(rc)
+    return fn
+
+
+# ------------------------------------------------------------------ float16 conversions
+#
+# Without F16C (e.g. ``llvm:x86-64``) LLVM lowers fpext/fptrunc between half and float to
+# calls of compiler-rt helpers, which are not in a Python process: the JIT would jump to a
+# null address. Modules that use half therefore define those helpers themselves, in integer
+# arithmetic (F. Giesen's round-to-nearest-even conversions). On CPUs with F16C the backend
+# never calls them and they cost nothing but a few bytes.
+
+F32 = ir.FloatType()
+F64 = ir.DoubleType()
+F16 = ir.HalfType()
+I16 = ir.IntType(16)
+
+
+def f32_bits_to_f16_bits(b: ir.IRBuilder, x):
+    """Round float bits ``x`` (i32, scalar or vector) to half bits (i16), nearest-even.
+
+    NaN becomes the quiet NaN 0x7e00 (with the sign), overflow becomes infinity.
+    """
+    ty = x.type
+    c = (lambda v: ir.Constant(ty, v)) if not isinstance(ty, ir.VectorType) else (
+        lambda v: ir.Constant(ty, [v] * ty.count))
+    fty = F32 if not isinstance(ty, ir.VectorType) else ir.VectorType(F32, ty.count)
+    sign = b.and_(x, c(0x80000000))
+    f = b.xor(x, sign)
+    # |x| >= 65536: infinity, or NaN when x is a NaN.
+    big = b.select(b.icmp_unsigned(">", f, c(0x7F800000)), c(0x7E00), c(0x7C00))
+    # |x| < 2**-14: a half subnormal; a float add of 0.5 rounds it into place.
+    den = b.sub(b.bitcast(b.fadd(b.bitcast(f, fty), b.bitcast(c(0x3F000000), fty)), ty),
+                c(0x3F000000))
+    # Normal: rebias the exponent and round the 13 dropped bits to nearest-even.
+    odd = b.and_(b.lshr(f, c(13)), c(1))
+    norm = b.lshr(b.add(b.add(f, c((-(112 << 23) + 0xFFF) & 0xFFFFFFFF)), odd), c(13))
+    out = b.select(b.icmp_unsigned(">=", f, c(0x47800000)), big,
+                   b.select(b.icmp_unsigned("<", f, c(0x38800000)), den, norm))
+    out = b.or_(out, b.lshr(sign, c(16)))
+    return b.trunc(out, I16 if not isinstance(ty, ir.VectorType) else ir.VectorType(I16, ty.count))
+
+
+def f16_bits_to_f32_bits(b: ir.IRBuilder, h):
+    """Widen half bits ``h`` (i16, scalar) to float bits (i32); exact."""
+    c = lambda v: ir.Constant(I32, v)  # noqa: E731
+    h32 = b.zext(h, I32)
+    o = b.shl(b.and_(h32, c(0x7FFF)), c(13))
+    exp = b.and_(o, c(0x0F800000))
+    o = b.add(o, c(112 << 23))
+    inf_nan = b.add(o, c(112 << 23))
+    den = b.bitcast(b.fsub(b.bitcast(b.add(o, c(1 << 23)), F32), b.bitcast(c(113 << 23), F32)), I32)
+    o = b.select(b.icmp_unsigned("==", exp, c(0x0F800000)), inf_nan,
+                 b.select(b.icmp_unsigned("==", exp, c(0)), den, o))
+    return b.or_(o, b.shl(b.and_(h32, c(0x8000)), c(16)))
+
+
+def f64_to_f32_round_to_odd(b: ir.IRBuilder, module: ir.Module, x):
+    """Narrow a double (scalar or vector) to float rounding to odd.
+
+    Rounding to odd first and to nearest-even after gives the correctly rounded half, where
+    two nearest-even roundings in a row could round twice the same way.
+    """
+    vec = isinstance(x.type, ir.VectorType)
+    n = x.type.count if vec else 1
+    fty = ir.VectorType(F32, n) if vec else F32
+    ity = ir.VectorType(I32, n) if vec else I32
+    c = (lambda v: ir.Constant(ity, [v] * n)) if vec else (lambda v: ir.Constant(ity, v))
+    sfx = f"v{n}f64" if vec else "f64"
+    fabs = module.globals.get("llvm.fabs." + sfx) or ir.Function(
+        module, ir.FunctionType(x.type, [x.type]), name="llvm.fabs." + sfx)
+    t = b.fptrunc(x, fty)
+    back = b.fpext(t, x.type)
+    inexact = b.fcmp_unordered("!=", back, x)
+    away = b.and_(inexact, b.fcmp_ordered(">", b.call(fabs, [back]), b.call(fabs, [x])))
+    bits = b.bitcast(t, ity)
+    bits = b.select(away, b.sub(bits, c(1)), bits)
+    bits = b.select(inexact, b.or_(bits, c(1)), bits)
+    return b.bitcast(bits, fty)
+
+
+def define_half_libcalls(module: ir.Module) -> None:
+    """Define ``__truncsfhf2``, ``__extendhfsf2`` and ``__truncdfhf2`` in ``module`` (once)."""
+    if module.globals.get("__truncsfhf2") is not None:
+        return
+    fn = ir.Function(module, ir.FunctionType(F16, [F32]), name="__truncsfhf2")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.ret(b.bitcast(f32_bits_to_f16_bits(b, b.bitcast(fn.args[0], I32)), F16))
+
+    fn = ir.Function(module, ir.FunctionType(F32, [F16]), name="__extendhfsf2")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.ret(b.bitcast(f16_bits_to_f32_bits(b, b.bitcast(fn.args[0], I16)), F32))
+
+    fn = ir.Function(module, ir.FunctionType(F16, [F64]), name="__truncdfhf2")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    narrow = f64_to_f32_round_to_odd(b, module, fn.args[0])
+    b.ret(b.bitcast(f32_bits_to_f16_bits(b, b.bitcast(narrow, I32)), F16))
+    for name in ("__truncsfhf2", "__extendhfsf2", "__truncdfhf2"):
+        module.globals[name].attributes.add("nounwind")
