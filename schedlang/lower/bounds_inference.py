@@ -22,8 +22,21 @@ class AccessBoxes:
     calls ``visit(kind, func, args, scope, site)`` for every read ("call") and write
     ("provide"). ``site`` is the Func of the enclosing Provide (who reads)."""
 
-    def __init__(self, visit, scope=None):
+    def __init__(self, visit, scope=None, track_facts=False):
         self.visit, self.scope = visit, scope or Scope()
+        # with track_facts, ``facts`` holds what is known on the current path (loop ranges,
+        # let definitions, if conditions) for exact reasoning with z3
+        self.track, self.facts = track_facts, []
+
+    def _fact(self, e):
+        if self.track:
+            self.facts.append(e)
+            return 1
+        return 0
+
+    def _drop(self, n):
+        for _ in range(n):
+            self.facts.pop()
 
     def stmt(self, s, site=None):
         if s is None:
@@ -38,22 +51,33 @@ class AccessBoxes:
             lo = bounds_of(s.min, sc)
             hi = bounds_of(simplify(_i64(s.min) + _i64(s.extent) - 1), sc)
             sc.push(s.var, Interval(lo.lo, hi.hi))
+            v = E.Var(s.var, s.min.dtype)
+            n = self._fact(E.BinOp("ge", v, s.min)) + self._fact(
+                E.BinOp("lt", v, simplify(E.BinOp("add", s.min, s.extent))))
             self.stmt(s.body, site)
+            self._drop(n)
             sc.pop(s.var)
         elif isinstance(s, ir.LetStmt):
             self.expr(s.value, site)
             iv = bounds_of(s.value, sc) if (s.value.dtype.is_int or s.value.dtype.is_bool) \
                 else Interval(None, None)
             sc.push(s.var, iv)
+            n = self._fact(E.BinOp("eq", E.Var(s.var, s.value.dtype), s.value)) \
+                if s.value.dtype.is_int and s.value.dtype.lanes == 1 else 0
             self.stmt(s.body, site)
+            self._drop(n)
             sc.pop(s.var)
         elif isinstance(s, ir.IfThenElse):
             self.expr(s.cond, site)
             pushed = self._refine(s.cond)
+            n = self._fact(s.cond)
             self.stmt(s.then, site)
-            for n in pushed:
-                sc.pop(n)
+            self._drop(n)
+            for name in pushed:
+                sc.pop(name)
+            n = self._fact(E.UnOp("not", s.cond)) if s.else_ is not None else 0
             self.stmt(s.else_, site)
+            self._drop(n)
         elif isinstance(s, ir.Provide):
             for a in s.args:
                 self.expr(a, s.func)

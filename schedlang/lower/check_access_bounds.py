@@ -23,6 +23,7 @@ def _site_name(site):
 
 def check_access_bounds(stmt, ctx):
     checked = set()
+    walker = None
 
     def visit(kind, f, args, scope, site):
         if not (isinstance(f, Input) or ctx.is_output(f)):
@@ -47,6 +48,10 @@ def check_access_bounds(stmt, ctx):
             cond = E.binary("or", E.binary("lt", hi, lo), cond)
             if prove(cond, ctx.facts):
                 continue
+            # the interval bounds lost a correlation: ask again with every fact on the path
+            exact = E.binary("and", E.binary("ge", _i64(a), 0), E.binary("le", _i64(a), n - 1))
+            if prove(exact, list(walker.facts) + list(ctx.facts), timeout_ms=2000):
+                continue
             cex = counterexample(cond, ctx.facts)
             example = ""
             if cex:
@@ -57,5 +62,6 @@ def check_access_bounds(stmt, ctx):
                 f"[{lo}, {hi}], which may fall outside {f.name}'s extent 0..{n}-1{example}; "
                 f"use a boundary condition (sl.clamp_edge({f.name}), ...), shrink the output, "
                 "or state the sizes with sl.assume")
-    AccessBoxes(visit).stmt(stmt)
+    walker = AccessBoxes(visit, track_facts=True)
+    walker.stmt(stmt)
     return stmt

@@ -45,6 +45,19 @@ class LowerContext:
         name = _dim_name(f, d)
         return (E.Var(f"{f.name}.{name}.min", T.int64), E.Var(f"{f.name}.{name}.extent", T.int64))
 
+    def region(self, f, d):
+        """The computed region (min, extent) of dimension ``d`` of ``f`` as the loops see it:
+        the shape for outputs, the values of ``bound()``, else the region Vars."""
+        from .simplify import simplify
+        if self.is_output(f):
+            return E.Const(0, T.int64), simplify(E.cast(T.int64, f.shape[d]))
+        st0 = self.schedule.stage_schedules(f)[0] if hasattr(f, "definitions") else None
+        name = _dim_name(f, d)
+        if st0 is not None and name in st0.bounds:
+            lo, ext = st0.bounds[name]
+            return E.Const(lo, T.int64), E.Const(ext, T.int64)
+        return self.region_vars(f, d)
+
     def loop_var(self, f, stage, dim):
         name = f"{f.name}.s{stage}.{dim}"
         self.loop_names[name] = (f.name if stage == 0 else f"{f.name}.update({stage - 1})", dim)

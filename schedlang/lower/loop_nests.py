@@ -41,7 +41,7 @@ class StageLoops:
             # a pure Var loops over the computed region of the dimension it indexes
             d = next(i for i, a in enumerate(definition.args)
                      if isinstance(a, E.Var) and a.name == v.name)
-            info[v.name] = ctx.region_vars(func, d)
+            info[v.name] = ctx.region(func, d)
         for rv in definition.rvars:
             lo, ext = rv.rdom.bounds[rv.dim]
             info[rv.name] = (simplify(E.cast(I64, lo)), simplify(E.cast(I64, ext)))

@@ -15,6 +15,7 @@ from .check_access_bounds import check_access_bounds
 from .context import LowerContext
 from .debug_bounds import debug_bounds
 from .inline import inline_functions
+from .remove_guards import remove_guards
 from .schedule_functions import schedule_functions
 from .simplify import simplify_stmt
 from .storage_flattening import storage_flattening
@@ -28,6 +29,7 @@ PASSES = [
     ("check_access_bounds", check_access_bounds),
     ("storage_flattening", storage_flattening),
     ("simplify", lambda s, ctx: simplify_stmt(s)),
+    ("remove_guards", remove_guards),
     ("debug_bounds", debug_bounds),
     ("unroll_loops", unroll_loops),
     ("vectorize_loops", vectorize_loops),

@@ -273,27 +273,66 @@ def simplify(e):
     return Simplifier()(e)
 
 
-def simplify_stmt(s):
-    """Simplify every expression of a statement; drop loops of extent 0 and constant ifs."""
-    simp = Simplifier()
+def _trivial(v):
+    """Values cheap enough to substitute for their Let: constants and plain variables."""
+    return isinstance(v, (E.Const, E.Var)) and v.dtype.lanes == 1
 
-    def stmt_fn(n):
+
+def simplify_stmt(s):
+    """Simplify every expression of a statement; substitute Lets of constants and plain
+    variables, drop loops of extent 0 and ifs with a constant condition."""
+    simp = Simplifier()
+    env = {}
+
+    def ex(e):
+        return simp(ir.substitute(e, env)) if env else simp(e)
+
+    def go(n):
+        if n is None:
+            return None
+        if isinstance(n, ir.LetStmt):
+            v = ex(n.value)
+            if _trivial(v):
+                env[n.var] = v
+                body = go(n.body)
+                del env[n.var]
+                return body
+            shadow = env.pop(n.var, None)
+            body = go(n.body)
+            if shadow is not None:
+                env[n.var] = shadow
+            return ir.LetStmt(n.var, v, body) if body is not None else None
         if isinstance(n, ir.IfThenElse):
-            c = simp(n.cond)
+            c = ex(n.cond)
             v = const_value(c)
             if v is not None:
-                return simplify_stmt_with(n.then if v else n.else_, simp, stmt_fn) or _nop()
-            return None
+                return go(n.then if v else n.else_)
+            return ir.IfThenElse(c, go(n.then), go(n.else_)) if (n.then or n.else_) else None
         if isinstance(n, ir.For):
-            ext = simp(n.extent)
+            ext = ex(n.extent)
             if const_value(ext) == 0:
-                return _nop()
-        return None
-    return ir.map_stmt(s, stmt_fn, simp)
-
-
-def simplify_stmt_with(s, simp, stmt_fn):
-    return ir.map_stmt(s, stmt_fn, simp)
+                return None
+            shadow = env.pop(n.var, None)
+            body = go(n.body)
+            if shadow is not None:
+                env[n.var] = shadow
+            return ir.For(n.var, ex(n.min), ext, n.kind, body, n.gpu_dim) if body is not None \
+                else None
+        if isinstance(n, ir.Block):
+            return ir.make_block([go(c) for c in n.stmts])
+        kw = {f: go(getattr(n, f)) for f in n.children}
+        if n.children and all(kw[f] is None for f in n.children):
+            return None
+        for f in n.exprs:
+            kw[f] = ex(getattr(n, f))
+        if isinstance(n, ir.Allocate):
+            kw["extents"] = tuple(ex(x) for x in n.extents)
+        elif isinstance(n, ir.Provide):
+            kw["args"], kw["value"] = tuple(ex(a) for a in n.args), ex(n.value)
+        elif isinstance(n, ir.Realize):
+            kw["bounds"] = tuple((ex(a), ex(b)) for a, b in n.bounds)
+        return n.replace(**kw)
+    return go(s) or _nop()
 
 
 def _nop():

@@ -116,6 +116,13 @@ class Vectorizer:
             return ir.Store(s.buffer, widen(v, self.lanes), idx)
         if isinstance(s, ir.LetStmt):
             v = self.expr(s.value)
+            if isinstance(v, (ir.Ramp, ir.Broadcast)):
+                # keep the ramp visible to its uses (contiguous accesses); bind its scalar part
+                base = v.base if isinstance(v, ir.Ramp) else v.value
+                bvar = E.Var(s.var, base.dtype)
+                self.vmap[s.var] = ir.Ramp(bvar, v.stride, v.lanes) if isinstance(v, ir.Ramp) \
+                    else ir.Broadcast(bvar, v.lanes)
+                return ir.LetStmt(s.var, base, self.stmt(s.body))
             if _lanes(v) != 1:
                 self.vmap[s.var] = E.Var(s.var, v.dtype)
             body = self.stmt(s.body)

@@ -385,10 +385,6 @@ def _mangle(ty) -> str:
     return {"half": "f16", "float": "f32", "double": "f64"}[str(ty)]
 
 
-def _lanes_of(value) -> int:
-    return value.type.count if isinstance(value.type, ir.VectorType) else 1
-
-
 def _const_int(e):
     """The Python int of a constant integer expression (scalar or broadcast), else None."""
     if isinstance(e, L.Broadcast):
@@ -710,6 +706,10 @@ class LLVMCodegen:
         self._outlined += 1
         body_fn.linkage = "internal"
         body_fn.attributes.add("nounwind")
+        # Nothing writes the closure while the loop runs, so its loads may be hoisted out of
+        # the loop the runner wraps around an inlined body.
+        for attr in ("noalias", "captures(none)"):
+            body_fn.args[0].add_attribute(attr)
         saved = (self.fs, self.vars, self.var_dtypes, self.buffers, self.dense_lets)
         self.fs = _FunctionState(body_fn, in_parallel=True)
         self.vars = {}
@@ -745,6 +745,9 @@ class LLVMCodegen:
 
     def expr(self, e):
         """The LLVM value of expression ``e`` (i1 for bool, i16 for bfloat16)."""
+        if e.dtype.name == "float16":
+            # Any half value may need the conversion helpers (see define_half_libcalls).
+            self._uses_half = True
         for cls in type(e).__mro__:
             method = getattr(self, "expr_" + cls.__name__, None)
             if method is not None:
@@ -772,7 +775,6 @@ class LLVMCodegen:
         if dt.name == "bfloat16":
             return ir.Constant(I16, int(float32_to_bfloat16_bits(np.float32(value))))
         if dt.name == "float16":
-            self._uses_half = True
             return ir.Constant(F16, float(np.float16(value)))
         if dt.name == "float32":
             return ir.Constant(F32, float(np.float32(value)))
@@ -1180,7 +1182,6 @@ class LLVMCodegen:
         lanes = dt.lanes
         f32 = reg_type(T.float32.with_lanes(lanes))
         if dt.name == "float16":
-            self._uses_half = True
             return self.b.fpext(v, f32)
         if dt.name == "bfloat16":
             i32 = reg_type(T.int32.with_lanes(lanes))
@@ -1192,7 +1193,6 @@ class LLVMCodegen:
         """A float32 value rounded (nearest-even) to float16 / bfloat16."""
         lanes = dt.lanes
         if dt.name == "float16":
-            self._uses_half = True
             return self.b.fptrunc(v, reg_type(dt))
         if dt.name == "bfloat16":
             bld = self.b

@@ -7,16 +7,15 @@ threads. The code generator outlines a parallel loop body into a function
 ``i32 body(ptr closure, i64 iteration)``; ``parallel_runner(module, body)`` emits
 ``i32 body.run(ptr closure, i64 extent, i32 nthreads)``, which calls the body for every
 iteration in ``[0, extent)`` on ``min(nthreads, extent)`` threads (the calling thread
-included), hands iterations out dynamically through an atomic counter, and returns the first
-nonzero code. The runner calls its body directly (one runner per body), so LLVM can inline
-the body into it. Example: ``rc = call i32 @"k.par0.run"(ptr %closure, i64 %n, i32 %nt)``.
+included), hands iterations out dynamically in small chunks through an atomic counter, and
+returns the first nonzero code. The runner calls its body directly (one runner per body),
+so LLVM can inline the body into it.
+Example: ``rc = call i32 @"k.par0.y.run"(ptr %closure, i64 %n, i32 %nthreads)``.
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
-I1 = ir.IntType(1)
-I8 = ir.IntType(8)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
@@ -24,9 +23,14 @@ PTR = ir.PointerType()
 # The signature of an outlined parallel loop body: i32 body(ptr closure, i64 iteration).
 BODY_FN_TYPE = ir.FunctionType(I32, [PTR, I64])
 
-# Shared state of one running parallel loop: closure, extent, next iteration, first error.
-_STATE_TYPE = ir.LiteralStructType([PTR, I64, I64, I32])
-_F_CLOSURE, _F_EXTENT, _F_NEXT, _F_ERROR = range(4)
+# Shared state of one running parallel loop: closure, extent, next iteration to hand out,
+# first error, iterations per grab.
+_STATE_TYPE = ir.LiteralStructType([PTR, I64, I64, I32, I64])
+_F_CLOSURE, _F_EXTENT, _F_NEXT, _F_ERROR, _F_CHUNK = range(5)
+# Iterations are handed out in chunks of about extent / (threads * this), so a thread
+# goes back to the shared counter about this many times: few enough to keep contention on
+# the counter low, enough to balance uneven iterations.
+_GRABS_PER_THREAD = 8
 
 # C functions taken from the process. pthread_t is an unsigned long (8 bytes) on Linux.
 _C_FUNCTIONS = {
@@ -56,34 +60,44 @@ def _field(builder, state, index):
 
 
 def _emit_worker(module: ir.Module, body: ir.Function) -> ir.Function:
-    """``ptr body.worker(ptr state)``: take iterations until none are left or one failed.
-
-    It is the pthread start routine and is also run by the calling thread.
+    """``ptr body.worker(ptr state)``: grab chunks of iterations until none are left or one
+    failed. It is the pthread start routine and is also run by the calling thread.
     """
     fn = ir.Function(module, ir.FunctionType(PTR, [PTR]), name=body.name + ".worker")
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
     state = fn.args[0]
-    entry, take, run, call, failed, done = (fn.append_basic_block(n) for n in (
-        "entry", "take", "run", "call", "failed", "done"))
+    entry, take, grabbed, call, step, failed, done = (fn.append_basic_block(n) for n in (
+        "entry", "take", "grabbed", "call", "step", "failed", "done"))
 
     b = ir.IRBuilder(entry)
     closure = b.load(_field(b, state, _F_CLOSURE), typ=PTR)
     extent = b.load(_field(b, state, _F_EXTENT), typ=I64)
+    chunk = b.load(_field(b, state, _F_CHUNK), typ=I64)
     b.branch(take)
 
     b.position_at_end(take)
     # Stop taking work as soon as any iteration reported an error.
     err = b.load_atomic(_field(b, state, _F_ERROR), "monotonic", 4, typ=I32)
-    b.cbranch(b.icmp_signed("!=", err, I32(0)), done, run)
+    start = b.atomic_rmw("add", _field(b, state, _F_NEXT), chunk, "monotonic")
+    b.cbranch(b.or_(b.icmp_signed("!=", err, I32(0)), b.icmp_signed(">=", start, extent)),
+              done, grabbed)
 
-    b.position_at_end(run)
-    i = b.atomic_rmw("add", _field(b, state, _F_NEXT), I64(1), "monotonic")
-    b.cbranch(b.icmp_signed(">=", i, extent), done, call)
+    b.position_at_end(grabbed)
+    stop = b.add(start, chunk)
+    stop = b.select(b.icmp_signed("<", stop, extent), stop, extent)
+    b.branch(call)
 
     b.position_at_end(call)
+    i = b.phi(I64, name="i")
+    i.add_incoming(start, grabbed)
     rc = b.call(body, [closure, i])
-    b.cbranch(b.icmp_signed("!=", rc, I32(0)), failed, take)
+    b.cbranch(b.icmp_signed("!=", rc, I32(0)), failed, step)
+
+    b.position_at_end(step)
+    nxt = b.add(i, I64(1))
+    i.add_incoming(nxt, step)
+    b.cbranch(b.icmp_signed("<", nxt, stop), call, take)
 
     b.position_at_end(failed)
     # Keep the first error only: a later one loses the exchange.
@@ -134,6 +148,9 @@ def parallel_runner(module: ir.Module, body: ir.Function) -> ir.Function:
     b.store(extent, _field(b, state, _F_EXTENT))
     b.store(I64(0), _field(b, state, _F_NEXT))
     b.store(I32(0), _field(b, state, _F_ERROR))
+    chunk = b.sdiv(extent, b.mul(nthr, I64(_GRABS_PER_THREAD)))
+    b.store(b.select(b.icmp_signed("<", chunk, I64(1)), I64(1), chunk),
+            _field(b, state, _F_CHUNK))
     tids = b.call(malloc, [b.mul(nworkers, I64(8))])
     b.cbranch(b.icmp_unsigned("==", tids, ir.Constant(PTR, None)), blk["serial"], blk["spawn"])
 

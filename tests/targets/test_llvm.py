@@ -353,7 +353,8 @@ def test_bfloat16_arithmetic_goes_through_float32():
     np.testing.assert_array_equal(out, a ^ 0x8000)
 
 
-@pytest.mark.parametrize("target", ["llvm", "llvm:x86-64"])
+@pytest.mark.parametrize("target", ["llvm", "llvm:x86-64"])  # with and without F16C
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")
 def test_float16_conversions_and_arithmetic(target):
     rng = np.random.default_rng(2)
     f = np.concatenate([

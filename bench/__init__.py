@@ -1,0 +1,1 @@
+"""Benchmark workloads and timing for ``schedlang bench`` (installed as ``schedlang.bench``)."""

@@ -1,0 +1,130 @@
+"""The workloads of ``schedlang bench``: each builds its algorithm, its best known
+hand-written schedule (public schedule language only), random inputs, the numpy
+reference, and optional torch / Halide versions for the same-run comparison.
+
+Example: ``w = WORKLOADS["gemm"](parse_size("gemm", "1024"))``; ``w.schedlang_kernel()``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import schedlang as sl
+
+
+def parse_size(workload, text):
+    """``--size``: gemm ``N`` or ``MxNxK``; blur ``N`` or ``HxW``."""
+    try:
+        parts = [int(p) for p in str(text).lower().split("x")]
+    except ValueError:
+        raise SystemExit(f"--size {text!r}: expected integers separated by 'x'") from None
+    if workload == "gemm":
+        if len(parts) == 1:
+            return (parts[0],) * 3
+        if len(parts) == 3:
+            return tuple(parts)
+    if workload == "blur":
+        if len(parts) == 1:
+            return (parts[0], parts[0])
+        if len(parts) == 2:
+            return tuple(parts)
+    raise SystemExit(f"--size {text!r} does not fit workload {workload}")
+
+
+class Workload:
+    name = ""
+    unit = "GFLOP/s"
+
+    def __init__(self, size):
+        self.size = size
+        self.rng = np.random.default_rng(0)
+
+    @property
+    def shape_text(self):
+        return "x".join(str(s) for s in self.size)
+
+    def compile(self):
+        outs, s = self.algorithm()
+        return sl.compile(outs, s)
+
+
+class Gemm(Workload):
+    """fp32 C = A @ B with a register-tiled, B-staged schedule."""
+
+    name = "gemm"
+    default_sizes = ("1024", "2048")
+
+    def amount(self):
+        m, n, k = self.size
+        return 2.0 * m * n * k
+
+    def algorithm(self):
+        m, n, kk = self.size
+        A = sl.Input("A", sl.float32, (m, kk))
+        B = sl.Input("B", sl.float32, (kk, n))
+        i, j = sl.vars("i j")
+        k = sl.RDom(kk, name="k")
+        C = sl.Func("C", shape=(m, n))
+        C[i, j] = sl.sum(A[i, k] * B[k, j])
+        s = sl.Schedule(C)
+        # accumulate a 4 x 64 tile of C in registers, then copy it out
+        acc = s[C].cache_write("local")
+        io, ii = s[C].split(i, 4)
+        jo, ji = s[C].split(j, 64)
+        s[C].reorder(jo, io, ii, ji).vectorize(ji, 16).parallel(jo)
+        s[acc].compute_at(C, io)
+        s[acc].reorder(k, i, j).vectorize(j, 16).unroll(i).unroll("j.o")
+        # stage the 64-column panel of B contiguously (packing), once per panel
+        Bp = s[B].cache_read(acc, memory="global")
+        s[Bp].compute_at(C, jo).vectorize(s[Bp].loop_names()[-1], 16)
+        return C, s
+
+    def inputs(self):
+        m, n, k = self.size
+        return {"A": self.rng.random((m, k), dtype=np.float32),
+                "B": self.rng.random((k, n), dtype=np.float32)}
+
+    def numpy(self, A, B):
+        return A @ B
+
+    def tolerance(self):
+        return 1e-4 * self.size[2]
+
+
+class Blur(Workload):
+    """3x3 box blur of an fp32 image, separable, 'valid' region (output (H-2) x (W-2))."""
+
+    name = "blur"
+    unit = "Gpix/s"
+    default_sizes = ("4096",)
+
+    def amount(self):
+        h, w = self.size
+        return (h - 2) * (w - 2) / 1e9 * 1e9  # pixels; the rate is reported in Gpix/s
+
+    def algorithm(self):
+        h, w = self.size
+        img = sl.Input("img", sl.float32, (h, w))
+        y, x = sl.vars("y x")
+        bx = sl.Func("blur_x")
+        bx[y, x] = (img[y, x] + img[y, x + 1] + img[y, x + 2]) * (1.0 / 3)
+        by = sl.Func("blur_y", shape=(h - 2, w - 2))
+        by[y, x] = (bx[y, x] + bx[y + 1, x] + bx[y + 2, x]) * (1.0 / 3)
+        s = sl.Schedule(by)
+        yo, yi = s[by].split(y, 32)
+        s[by].vectorize(x, 16).parallel(yo)
+        s[bx].compute_at(by, yo).vectorize(x, 16)
+        return by, s
+
+    def inputs(self):
+        h, w = self.size
+        return {"img": self.rng.random((h, w), dtype=np.float32)}
+
+    def numpy(self, img):
+        bx = (img[:, :-2] + img[:, 1:-1] + img[:, 2:]) * np.float32(1.0 / 3)
+        return (bx[:-2] + bx[1:-1] + bx[2:]) * np.float32(1.0 / 3)
+
+    def tolerance(self):
+        return 1e-5
+
+
+WORKLOADS = {"gemm": Gemm, "blur": Blur}

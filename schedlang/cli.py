@@ -1,0 +1,228 @@
+"""The ``schedlang`` command: ``bench`` (compare kernels with numpy / torch in one run)
+and ``show`` (algorithm, schedule, loop IR and generated code of a workload).
+
+Example: ``schedlang bench gemm --size 1024 --threads 1,2 --csv out.csv``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+CSV_COLUMNS = ("workload", "shape", "system", "threads", "median_s", "min_s", "rate", "unit")
+THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+              "SCHEDLANG_NUM_THREADS")
+
+
+def _workloads():
+    from schedlang.bench.workloads import WORKLOADS, parse_size
+    return WORKLOADS, parse_size
+
+
+def _rate(w, seconds):
+    return w.amount() / seconds / 1e9
+
+
+def _torch_row(w, values, threads):
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    from schedlang.bench.timing import measure
+    args = {k: torch.from_numpy(v) for k, v in values.items()}
+    if w.name == "gemm":
+        fn = (lambda: torch.mm(args["A"], args["B"]))
+    elif w.name == "blur":
+        img = args["img"]
+
+        def fn():
+            bx = (img[:, :-2] + img[:, 1:-1] + img[:, 2:]) * (1.0 / 3)
+            return (bx[:-2] + bx[1:-1] + bx[2:]) * (1.0 / 3)
+    else:
+        return None
+    return measure(fn)
+
+
+def run_one(workload, size_text, threads, compare, target):
+    """Measure one (workload, size) at one thread count; returns CSV-shaped dict rows."""
+    import numpy as np
+
+    from schedlang.bench.timing import measure
+    WORKLOADS, parse_size = _workloads()
+    w = WORKLOADS[workload](parse_size(workload, size_text))
+    values = w.inputs()
+    kern = w.compile() if target == "llvm" else None
+    if kern is None:
+        import schedlang as sl
+        outs, s = w.algorithm()
+        kern = sl.compile(outs, s, target=target)
+    kern.num_threads = threads
+    got = kern(**values)
+    want = w.numpy(**values)
+    err = float(np.max(np.abs(got.astype(np.float64) - want)))
+    if not err <= w.tolerance():
+        raise SystemExit(f"schedlang {workload} {w.shape_text}: result differs from numpy by "
+                         f"{err:g} (tolerance {w.tolerance():g}); not timing a wrong kernel")
+    rows = []
+
+    def add(system, m):
+        rows.append({"workload": workload, "shape": w.shape_text, "system": system,
+                     "threads": threads, "median_s": m.median, "min_s": m.min,
+                     "rate": _rate(w, m.median), "unit": w.unit})
+    add("schedlang", measure(lambda: kern(**values)))
+    if "numpy" in compare:
+        add("numpy", measure(lambda: w.numpy(**values)))
+    if "torch" in compare:
+        m = _torch_row(w, values, threads)
+        if m is not None:
+            add("torch", m)
+    return rows
+
+
+def _child_rows(args, workload, size, threads):
+    env = dict(os.environ)
+    for k in THREAD_ENV:
+        env[k] = str(threads)
+    cmd = [sys.executable, "-m", "schedlang.cli", "_measure", workload, size, str(threads),
+           ",".join(args.compare), args.target]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr)
+        raise SystemExit(out.returncode)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _print_table(rows):
+    head = f"{'workload':8s} {'shape':16s} {'system':10s} {'thr':>3s} {'median ms':>10s} " \
+           f"{'min ms':>9s} {'rate':>9s} {'unit':8s} {'vs numpy':>8s} {'vs torch':>8s}"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        ref = {x["system"]: x for x in rows if x["workload"] == r["workload"]
+               and x["shape"] == r["shape"] and x["threads"] == r["threads"]}
+        ratio = []
+        for base in ("numpy", "torch"):
+            b = ref.get(base)
+            ratio.append(f"{b['median_s'] / r['median_s']:7.2f}x" if b else f"{'':8s}")
+        print(f"{r['workload']:8s} {r['shape']:16s} {r['system']:10s} {r['threads']:3d} "
+              f"{r['median_s'] * 1e3:10.3f} {r['min_s'] * 1e3:9.3f} {r['rate']:9.2f} "
+              f"{r['unit']:8s} {ratio[0]} {ratio[1]}")
+    sys.stdout.flush()
+
+
+def _write_csv(rows, path):
+    import csv
+    with open(path, "w", newline="") as fh:
+        wr = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
+        wr.writeheader()
+        for r in rows:
+            wr.writerow({k: r[k] for k in CSV_COLUMNS})
+
+
+def _plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("--plot needs matplotlib: pip install matplotlib", file=sys.stderr)
+        return
+    labels = sorted({(r["workload"], r["shape"], r["threads"]) for r in rows})
+    systems = sorted({r["system"] for r in rows})
+    fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(labels)), 4))
+    width = 0.8 / max(1, len(systems))
+    for n, sysname in enumerate(systems):
+        vals = []
+        for lab in labels:
+            m = [r for r in rows if (r["workload"], r["shape"], r["threads"]) == lab
+                 and r["system"] == sysname]
+            vals.append(m[0]["rate"] if m else 0)
+        ax.bar([x + n * width for x in range(len(labels))], vals, width, label=sysname)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))])
+    ax.set_xticklabels([f"{a}\n{b}\n{c} thr" for a, b, c in labels], fontsize=8)
+    ax.set_ylabel("rate (GFLOP/s or Gpix/s)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def cmd_bench(args):
+    WORKLOADS, _ = _workloads()
+    names = list(WORKLOADS) if args.workload == "all" else [args.workload]
+    for n in names:
+        if n not in WORKLOADS:
+            raise SystemExit(f"workload {n!r} is not available; choose from "
+                             f"{', '.join(WORKLOADS)} or all")
+    if args.beam:
+        raise SystemExit("--beam needs the autotuner, which this version does not include yet")
+    threads = [int(t) for t in str(args.threads).split(",")] if args.threads else [os.cpu_count()]
+    rows = []
+    for n in names:
+        sizes = args.size or list(WORKLOADS[n].default_sizes)
+        for size in sizes:
+            for t in threads:
+                part = _child_rows(args, n, size, t)
+                rows.extend(part)
+                _print_table(part) if args.verbose else None
+    _print_table(rows)
+    if args.csv:
+        _write_csv(rows, args.csv)
+    if args.plot:
+        _plot(rows, args.plot)
+
+
+def cmd_show(args):
+    import schedlang as sl
+    WORKLOADS, parse_size = _workloads()
+    if args.workload not in WORKLOADS:
+        raise SystemExit(f"unknown workload {args.workload!r}; choose from {', '.join(WORKLOADS)}")
+    w = WORKLOADS[args.workload](parse_size(args.workload, args.size or
+                                            WORKLOADS[args.workload].default_sizes[0]))
+    outs, s = w.algorithm()
+    if args.schedule:
+        with open(args.schedule) as fh:
+            s = sl.Schedule.from_json(fh.read(), outs)
+    print("# schedule\n" + str(s))
+    kern = sl.compile(outs, s, target=args.target)
+    print("# loop IR\n" + kern.loop_ir)
+    print("# generated code\n" + kern.source)
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["_measure"]:
+        _, workload, size, threads, compare, target = argv
+        rows = run_one(workload, size, int(threads), compare.split(","), target)
+        print(json.dumps(rows))
+        return 0
+    p = argparse.ArgumentParser(prog="schedlang", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("bench", help="measure kernels against numpy / torch")
+    b.add_argument("workload", nargs="?", default="all")
+    b.add_argument("--target", default="llvm")
+    b.add_argument("--size", action="append")
+    b.add_argument("--beam", type=int, default=0)
+    b.add_argument("--compare", default="numpy,torch",
+                   type=lambda t: [x for x in t.split(",") if x])
+    b.add_argument("--threads", default=None, help="N or a list like 1,2 (default: all cores)")
+    b.add_argument("--csv")
+    b.add_argument("--plot")
+    b.add_argument("--verbose", action="store_true")
+    sh = sub.add_parser("show", help="print a workload's schedule, loop IR and code")
+    sh.add_argument("workload")
+    sh.add_argument("--schedule")
+    sh.add_argument("--target", default="llvm")
+    sh.add_argument("--size")
+    args = p.parse_args(argv)
+    if args.cmd == "bench":
+        cmd_bench(args)
+    else:
+        cmd_show(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
