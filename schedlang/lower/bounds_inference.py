@@ -30,7 +30,7 @@ class AccessBoxes:
 
     def _fact(self, e):
         if self.track:
-            self.facts.append(e)
+            self.facts.append(simplify(e))
             return 1
         return 0
 
@@ -166,6 +166,8 @@ def bounds_inference(stmt, ctx):
     def stmt_fn(s):
         if isinstance(s, ir.Realize):
             body = ir.map_stmt(s.body, stmt_fn)
+            if s.bounds:     # sized by the pass that made it (double buffering)
+                return ir.Realize(s.func, s.bounds, s.memory, body)
             box, sites = func_box(body, s.func)
             if box is None:
                 return body

@@ -49,7 +49,8 @@ def check_access_bounds(stmt, ctx):
             if prove(cond, ctx.facts):
                 continue
             # the interval bounds lost a correlation: ask again with every fact on the path
-            exact = E.binary("and", E.binary("ge", _i64(a), 0), E.binary("le", _i64(a), n - 1))
+            ai = simplify(_i64(a))
+            exact = E.binary("and", E.binary("ge", ai, 0), E.binary("le", ai, n - 1))
             if prove(exact, list(walker.facts) + list(ctx.facts), timeout_ms=2000):
                 continue
             cex = counterexample(cond, ctx.facts)

@@ -36,6 +36,7 @@ class LowerContext:
         self.debug_bounds = "bounds" in os.environ.get("SCHEDLANG_DEBUG", "")
         self.region_asserts = []   # (cond Expr, message) checked when the kernel runs
         self.allocations = {}      # buffer name -> memory scope chosen
+        self.region_values = {}    # (id(func), dim) -> (min, extent) Exprs of the region Lets
 
     def is_output(self, f):
         return any(f is o for o in self.outputs)

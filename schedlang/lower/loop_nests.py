@@ -76,6 +76,7 @@ class StageLoops:
         if f == 1:
             return "exact"
         facts = self.ctx.facts
+        e = self._known(e)
         divisible = prove(E.binary("eq", e % f, 0), facts)
         if sp.tail == "auto":
             if divisible:
@@ -98,6 +99,16 @@ class StageLoops:
         if sp.tail == "pad":
             return "exact" if divisible else "pad"
         return "exact" if divisible else "guard"
+
+    def _known(self, e):
+        """Replace region Vars by the values they will be bound to (for proofs only)."""
+        mapping = {}
+        for d in range(len(self.func.definitions[0].args)):
+            vals = self.ctx.region_values.get((id(self.func), d))
+            if vals is not None:
+                vmin, vext = self.ctx.region_vars(self.func, d)
+                mapping[vmin.name], mapping[vext.name] = vals
+        return simplify(ir.substitute(e, mapping)) if mapping else e
 
     def value(self, name):
         """The value of an original or intermediate variable, from the loop variables."""

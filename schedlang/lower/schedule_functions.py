@@ -14,6 +14,7 @@ from ..algo import types as T
 from ..errors import AlgorithmError, ScheduleError
 from . import ir
 from .bounds_inference import func_box, require_bounded
+from .interval import Interval, Scope, bounds_of
 from .loop_nests import build_func
 from .simplify import simplify
 
@@ -28,26 +29,39 @@ def count_calls(s, func):
     return n[0]
 
 
-def _region_lets(ctx, f, demand_stmt, body):
-    """Wrap ``body`` (f's stage nests) in the Lets of f's computed region."""
+def _demand(ctx, f, demand_stmt):
+    """The region of ``f`` its consumers in ``demand_stmt`` need: [(min, extent)] per
+    dimension (a ``bound()`` replaces the inferred one), or None when nothing reads f.
+    Records it in ``ctx.region_values`` so tail decisions can use the real sizes."""
     box, sites = func_box(demand_stmt, f, kinds=("call",))
     if box is None:
         return None
     require_bounded(box, sites, f, "needed by its consumers")
     st0 = ctx.schedule.stage_schedules(f)[0]
-    asserts = []
-    for d in reversed(range(len(box))):
-        vmin, vext = ctx.region_vars(f, d)
-        lo, ext = simplify(box[d].lo), simplify(box[d].hi - box[d].lo + 1)
+    region = []
+    for d, iv in enumerate(box):
+        lo, ext = simplify(iv.lo), simplify(iv.hi - iv.lo + 1)
         name = f.definitions[0].args[d].name
+        check = None
         if name in st0.bounds:
             blo, bext = st0.bounds[name]
-            asserts.append(E.binary("and", E.binary("ge", lo, blo),
-                                    E.binary("le", lo + ext, blo + bext)))
+            check = simplify(E.binary("and", E.binary("ge", lo, blo),
+                                      E.binary("le", lo + ext, blo + bext)))
             lo, ext = E.Const(blo, T.int64), E.Const(bext, T.int64)
+        region.append((lo, ext, check))
+        ctx.region_values[(id(f), d)] = (lo, ext)
+    return region
+
+
+def _region_lets(ctx, f, region, body):
+    """Wrap ``body`` (f's stage nests) in the Lets of f's computed region."""
+    for d in reversed(range(len(region))):
+        vmin, vext = ctx.region_vars(f, d)
+        lo, ext, _ = region[d]
         body = ir.LetStmt(vmin.name, lo, ir.LetStmt(vext.name, ext, body))
-    for a in asserts:
-        body = ir.make_block([ir.Assert(simplify(a), 3), body])
+    for _, _, check in region:
+        if check is not None:
+            body = ir.make_block([ir.Assert(check, 3), body])
     return body
 
 
@@ -136,17 +150,23 @@ def _replace_loop(stmt, loop, new_body):
 
 def inject(ctx, stmt, f):
     fs = ctx.schedule.func_schedule(f)
-    produce = build_func(ctx, f)
     memory = fs.memory or "global"
+    if fs.double_buffer and fs.compute[0] != "at":
+        raise ScheduleError(f"double_buffer on {f.name}: it must be computed inside a serial "
+                            "loop of a consumer; add compute_at(consumer, loop)")
     if fs.compute[0] == "root":
-        nest = _region_lets(ctx, f, stmt, produce)
-        if nest is None:
+        region = _demand(ctx, f, stmt)
+        if region is None:
             return stmt
+        nest = _region_lets(ctx, f, region, build_func(ctx, f))
         return ir.Realize(f, [], memory, ir.make_block([nest, stmt]))
     loop = _target_loop(ctx, stmt, f, fs.compute, "compute_at")
-    nest = _region_lets(ctx, f, loop.body, produce)
+    region = _demand(ctx, f, loop.body)
+    if region is None:
+        return stmt
     if fs.double_buffer:
-        return double_buffered(ctx, stmt, f, loop, nest, memory)
+        return double_buffered(ctx, stmt, f, loop, region, memory)
+    nest = _region_lets(ctx, f, region, build_func(ctx, f))
     stmt, loop = _replace_loop(stmt, loop, ir.make_block([nest, loop.body]))
     if fs.store is None or fs.store == fs.compute:
         return _replace_loop(stmt, loop, ir.Realize(f, [], memory, loop.body))[0]
@@ -162,10 +182,66 @@ def inject(ctx, stmt, f):
     return _replace_loop(stmt, store, ir.Realize(f, [], memory, store.body))[0]
 
 
-def double_buffered(ctx, stmt, f, loop, nest, memory):
-    """Compute ``f`` for iteration t+1 of the serial ``loop`` while iteration t uses the copy
-    made one iteration earlier: two copies, selected by the iteration's parity."""
-    raise ScheduleError(f"double_buffer on {f.name}: not supported on this target yet")
+def double_buffered(ctx, stmt, f, loop, region, memory):
+    """Compute ``f`` for iteration t+1 of the serial ``loop`` before iteration t uses the
+    copy computed one iteration earlier: two copies of f's per-iteration region, selected
+    by the iteration's parity, with a prologue filling the first one."""
+    where = f"double_buffer on {f.name}"
+    if loop.kind not in ("serial", "unrolled"):
+        raise ScheduleError(f"{where}: it is computed inside {_pretty(ctx, loop.var)}, a "
+                            f"{loop.kind} loop; double buffering needs a serial loop")
+    t = loop.var
+    tv = E.Var(t, loop.min.dtype)
+
+    def at(e, it):
+        return simplify(ir.substitute(e, {t: it}))
+    nxt = simplify(tv + 1)
+    # each copy is indexed relative to its iteration's region; storage inference sizes the
+    # copies for the largest region any iteration needs
+    def slot(it):
+        return E.cast(T.int32, (it - loop.min) % 2)
+
+    def rebase(node, it):
+        """Accesses of f in ``node`` go to copy slot(it), relative to the region at it."""
+        los = [at(lo, it) for lo, _, _ in region]
+
+        def fn(n):
+            if isinstance(n, E.FuncRef) and n.func is f and len(n.args) == len(los):
+                return E.FuncRef(f, [slot(it)] + [E.cast(T.int32, E.cast(T.int64, a) - lo)
+                                                  for a, lo in zip(n.args, los)])
+            return None
+
+        def sfn(x):
+            if isinstance(x, ir.Provide) and x.func is f:
+                v = E.map_expr(x.value, fn)
+                args = [E.cast(T.int32, E.cast(T.int64, a) - lo) for a, lo in zip(x.args, los)]
+                return ir.Provide(f, [slot(it)] + args, v)
+            return None
+        return ir.map_stmt(node, sfn, lambda e: E.map_expr(e, fn))
+    nest = _region_lets(ctx, f, region, build_func(ctx, f))
+    produce_next = rebase(ir.map_stmt(nest, None, lambda e: ir.substitute(e, {t: nxt})), nxt)
+    last = simplify(loop.min + loop.extent)
+    body = ir.make_block([ir.IfThenElse(E.binary("lt", nxt, last), produce_next),
+                          rebase(loop.body, tv)])
+    prologue = rebase(ir.map_stmt(nest, None, lambda e: ir.substitute(e, {t: loop.min})),
+                      loop.min)
+    new_loop = loop.replace(body=body)
+    guarded = ir.IfThenElse(E.binary("gt", loop.extent, 0), prologue)
+    # two copies, each as large as the largest region any iteration needs
+    scope = Scope()
+    scope.push(t, Interval(loop.min, simplify(loop.min + loop.extent - 1)))
+    bounds = [(E.Const(0, T.int64), E.Const(2, T.int64))]
+    for d, (lo, ext, _) in enumerate(region):
+        hi = bounds_of(ext, scope).hi
+        if hi is None:
+            raise ScheduleError(f"{where}: cannot bound the size of dimension {d} of its "
+                                f"region ({ext})")
+        bounds.append((E.Const(0, T.int64), simplify(E.binary("max", hi, 0))))
+    replacement = ir.Realize(f, bounds, memory, ir.make_block([guarded, new_loop]))
+
+    def fn(x):
+        return replacement if x is loop else None
+    return ir.map_stmt(stmt, fn)
 
 
 def schedule_functions(stmt, ctx):

@@ -1,0 +1,144 @@
+"""``rfactor``: split an inline reduction into an intermediate Func that keeps one
+reduction loop as a pure (parallel / vectorizable) dimension, and a final reduction
+over that dimension (Halide's rfactor).
+
+Example::
+
+    ko, ki = s[f].split(k, 8)
+    intm = s[f].rfactor(ki)       # intm[i, k.i] = sum over k.o;  f[i] = sum over k.i
+    s[intm].compute_at(f, i).vectorize("k.i")
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..algo import types as T
+from ..algo.func import Definition, RDom
+from ..errors import ScheduleError
+from .stage import StageSchedule, var_name
+
+COMBINE = ("sum", "product", "maximum", "minimum")
+
+
+def _loop_domain(st, rv_name):
+    """How loop ``rv_name`` relates to an original reduction variable: returns
+    (original RVar, kind, split) with kind "whole", "inner" or "outer"."""
+    d = st.definition
+    by_name = {v.name: v for v in d.rvars}
+    if rv_name in by_name:
+        return by_name[rv_name], "whole", None
+    for sp in st.splits:
+        if sp.kind == "split" and rv_name in (sp.outer, sp.inner) and sp.old in by_name:
+            return by_name[sp.old], ("inner" if rv_name == sp.inner else "outer"), sp
+    return None, None, None
+
+
+def rfactor(schedule, st: StageSchedule, rv, name):
+    directive = "rfactor"
+    rv_name = var_name(rv, directive, st.name)
+    f = st.func
+    d = st.definition
+    reds = d.reductions if d.index == 0 else []
+    if d.index != 0 or len(reds) != 1:
+        raise ScheduleError(f"rfactor({rv_name}) on {st.name}: rfactor applies to a pure "
+                            "definition with one inline reduction (sl.sum, sl.product, "
+                            "sl.maximum, sl.minimum)")
+    (red,) = reds
+    if red.op not in COMBINE:
+        raise ScheduleError(f"rfactor({rv_name}) on {st.name}: {red.op} keeps the position of "
+                            "its extreme and cannot be factored; use maximum / minimum")
+    orig, kind, sp = _loop_domain(st, rv_name)
+    if orig is None:
+        rloops = [dm.name for dm in st.dims if dm.is_rvar]
+        raise ScheduleError(f"rfactor({rv_name}) on {st.name}: {rv_name} is not a reduction loop "
+                            f"of {st.name} (or a split of one); its reduction loops are: "
+                            f"{', '.join(rloops) or 'none'}")
+    if sp is not None and sp.tail in ("shift", "pad"):
+        raise ScheduleError(f"rfactor({rv_name}) on {st.name}: the split of {orig.name} must "
+                            "use tail='guard' or 'auto'")
+    rd = red.rdom
+    lo, ext = rd.bounds[orig.dim]
+    lo, ext = E.cast(T.int64, lo), E.cast(T.int64, ext)
+    # the dimension that becomes pure, and what stays a reduction in the intermediate
+    v = E.Var(rv_name)
+    keep_bounds, keep_names, sub = [], [], {}
+    pred = rd.predicate
+    for other in rd.vars:
+        if other is not orig:
+            keep_bounds.append(rd.bounds[other.dim])
+            keep_names.append(other.name)
+    if kind == "whole":
+        v_extent = ext
+        sub_value = E.cast(T.int32, lo + E.cast(T.int64, v))
+    else:
+        F = sp.factor
+        n_outer = (ext + (F - 1)) // F
+        other_name = sp.outer if kind == "inner" else sp.inner
+        keep_bounds.append((E.Const(0, T.int64), E.Const(F, T.int64) if kind == "outer"
+                            else n_outer))
+        keep_names.append(other_name)
+        v_extent = E.Const(F, T.int64) if kind == "inner" else n_outer
+    new_rd = RDom(*[(b[0], b[1]) for b in keep_bounds], name=f"{rd.name}.rf") if keep_bounds \
+        else None
+    if new_rd is not None:
+        for rv_new, nm in zip(new_rd.vars, keep_names):
+            rv_new.name = nm
+    by_old = {}
+    idx = 0
+    for other in rd.vars:
+        if other is not orig:
+            by_old[other.name] = new_rd.vars[idx]
+            idx += 1
+    if kind != "whole":
+        w = new_rd.vars[-1]
+        inner = v if kind == "inner" else w
+        outer = w if kind == "inner" else v
+        k_value = lo + E.cast(T.int64, outer) * sp.factor + E.cast(T.int64, inner)
+        sub_value = E.cast(T.int32, k_value)
+        inside = E.binary("lt", k_value, lo + ext)
+        pred = inside if pred is None else E.binary("and", E.substitute(pred, {
+            orig.name: sub_value, **by_old}), inside)
+    elif pred is not None:
+        pred = E.substitute(pred, {orig.name: sub_value, **by_old})
+    sub = {orig.name: sub_value, **by_old}
+    body = E.substitute(red.body, sub)
+    if new_rd is not None:
+        new_rd.predicate = pred
+    pure = list(d.args) + [v]
+    if any(a.name == v.name for a in d.args):
+        raise ScheduleError(f"rfactor({rv_name}) on {st.name}: the new dimension's name "
+                            f"{v.name} is already a dimension of {f.name}")
+    intm = schedule._new_func(name, f"{f.name}_intm")
+    if new_rd is None:
+        value = body if pred is None else E.select(pred, body, _identity(red))
+        idef = Definition(intm, 0, pure, value, pure, [], None)
+    else:
+        value = E.Reduce(red.op, body, new_rd, red.dtype)
+        idef = Definition(intm, 0, pure, value, pure, list(new_rd.vars), new_rd.predicate)
+    schedule._install(intm, [idef])
+    # the final reduction over the factored dimension
+    fin_rd = RDom((E.Const(0, T.int64), v_extent), name=f"{rv_name}.rf")
+    fin_rd.vars[0].name = rv_name
+    part = E.FuncRef(intm, list(d.args) + [fin_rd.vars[0]])
+    new_red = E.Reduce(red.op, part, fin_rd, red.dtype)
+    new_value = _replace(d.value, red, new_red)
+    fdef = Definition(f, 0, d.args, new_value, d.pure_vars, list(fin_rd.vars), None)
+    schedule.defs[id(f)][0] = fdef
+    fresh = StageSchedule(schedule, f, 0, fdef)
+    schedule.stages[id(f)][0] = fresh
+    schedule.user_funcs.discard(intm.name)
+    schedule._record(st, "rfactor", [rv_name], {"name": intm.name})
+    return intm
+
+
+def _identity(red):
+    from ..algo.func import reduce_identity
+    return reduce_identity(red.op, red.dtype)
+
+
+def _replace(e, old, new):
+    if e is old:
+        return new
+    kids = e.kids()
+    if not kids:
+        return e
+    return e.with_kids(tuple(_replace(k, old, new) for k in kids))

@@ -1,0 +1,248 @@
+"""Conformance tests for boundary conditions and the compile-time Input bounds check
+(SPEC section 1)."""
+import re
+
+import numpy as np
+import pytest
+
+import schedlang as sl
+
+PAD = 2
+
+MODES = [
+    ("clamp_edge", lambda A: sl.clamp_edge(A), dict(mode="edge")),
+    ("wrap", lambda A: sl.wrap(A), dict(mode="wrap")),
+    ("mirror", lambda A: sl.mirror(A), dict(mode="reflect")),
+    ("constant_exterior", lambda A: sl.constant_exterior(A, 7.5),
+     dict(mode="constant", constant_values=7.5)),
+]
+IDS = [m[0] for m in MODES]
+
+
+def rng_for(seed):
+    return np.random.default_rng(seed)
+
+
+@pytest.mark.parametrize("name,wrap,pad_kw", MODES, ids=IDS)
+@pytest.mark.parametrize("n", [3, 5, 8])
+def test_1d_stencil_reading_two_past_each_edge(name, wrap, pad_kw, n):
+    A = sl.Input("A", sl.float32, ("N",))
+    B = wrap(A)
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    w = [1.0, 10.0, 100.0, 1000.0, 10000.0]
+    f[i] = (w[0] * B[i - 2] + w[1] * B[i - 1] + w[2] * B[i] + w[3] * B[i + 1]
+            + w[4] * B[i + 2])
+    a = rng_for(1).integers(1, 9, n).astype(np.float32)
+    p = np.pad(a, PAD, **pad_kw)
+    ref = sum(w[k] * p[k:k + n] for k in range(5))
+    out = sl.compile(f)(A=a)
+    np.testing.assert_array_equal(out, ref.astype(np.float32))
+
+
+@pytest.mark.parametrize("name,wrap,pad_kw", MODES, ids=IDS)
+def test_2d_5x5_stencil(name, wrap, pad_kw):
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    K = sl.Input("K", sl.float32, (5, 5))
+    B = wrap(A)
+    i, j = sl.vars("i j")
+    r = sl.RDom((0, 5), (0, 5), name="r")
+    f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+    f[i, j] = sl.sum(K[r.x, r.y] * B[i + r.x - 2, j + r.y - 2])
+    rng = rng_for(2)
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    k = rng.standard_normal((5, 5)).astype(np.float32)
+    p = np.pad(a, PAD, **pad_kw)
+    ref = np.zeros_like(a)
+    for dx in range(5):
+        for dy in range(5):
+            ref += k[dx, dy] * p[dx:dx + 4, dy:dy + 6]
+    out = sl.compile(f)(A=a, K=k)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name,wrap,pad_kw", MODES, ids=IDS)
+def test_padded_output_equals_np_pad(name, wrap, pad_kw):
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    B = wrap(A)
+    i, j = sl.vars("i j")
+    f = sl.Func("f", shape=(A.shape[0] + 2 * PAD, A.shape[1] + 2 * PAD))
+    f[i, j] = B[i - PAD, j - PAD]
+    a = rng_for(3).standard_normal((3, 5)).astype(np.float32)
+    out = sl.compile(f)(A=a)
+    assert out.shape == (7, 9)
+    np.testing.assert_array_equal(out, np.pad(a, PAD, **pad_kw))
+
+
+@pytest.mark.parametrize("name,wrap,pad_kw", MODES, ids=IDS)
+def test_reads_far_outside(name, wrap, pad_kw):
+    # "may be read at any index": pad by more than the input's own size
+    A = sl.Input("A", sl.int32, ("N",))
+    B = {"constant_exterior": lambda X: sl.constant_exterior(X, -7)}.get(name, wrap)(A)
+    kw = dict(pad_kw)
+    if name == "constant_exterior":
+        kw["constant_values"] = -7
+    far = 11
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0] + 2 * far,))
+    f[i] = B[i - far]
+    a = np.array([3, 1, 4, 1, 5], dtype=np.int32)
+    out = sl.compile(f)(A=a)
+    np.testing.assert_array_equal(out, np.pad(a, far, **kw))
+
+
+def test_constant_exterior_with_param_value():
+    A = sl.Input("A", sl.float32, ("N",))
+    v = sl.Param("v", sl.float32)
+    B = sl.constant_exterior(A, v)
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0] + 2,))
+    f[i] = B[i - 1]
+    a = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    np.testing.assert_array_equal(sl.compile(f)(A=a, v=-2.5), [-2.5, 1, 2, 3, -2.5])
+
+
+def test_constant_exterior_keeps_input_dtype():
+    A = sl.Input("A", sl.uint8, ("N",))
+    B = sl.constant_exterior(A, 0)
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = B[i - 1] + B[i + 1]
+    a = np.array([10, 200, 100, 7], dtype=np.uint8)
+    out = sl.compile(f)(A=a)
+    assert out.dtype == np.uint8
+    p = np.pad(a, 1)
+    np.testing.assert_array_equal(out, p[:-2] + p[2:])
+
+
+def test_boundary_of_intermediate_func():
+    A = sl.Input("A", sl.float32, ("N",))
+    i = sl.Var("i")
+    g = sl.Func("g", shape=(A.shape[0],))
+    g[i] = A[i] * 2.0
+    G = sl.clamp_edge(g)
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = G[i - 1] + G[i + 1]
+    a = np.array([1.0, 2.0, 4.0, 8.0], dtype=np.float32)
+    p = np.pad(a * 2, 1, mode="edge")
+    np.testing.assert_array_equal(sl.compile(f)(A=a), p[:-2] + p[2:])
+
+
+def test_separable_blur_with_mirror():
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    B = sl.mirror(A)
+    i, j = sl.vars("i j")
+    bx = sl.Func("bx")
+    bx[i, j] = (B[i, j - 1] + B[i, j] + B[i, j + 1]) / 3.0
+    by = sl.Func("by", shape=(A.shape[0], A.shape[1]))
+    by[i, j] = (bx[i - 1, j] + bx[i, j] + bx[i + 1, j]) / 3.0
+    a = rng_for(4).standard_normal((6, 7)).astype(np.float32)
+    p = np.pad(a, 1, mode="reflect")
+    ref = sum(p[dx:dx + 6, dy:dy + 7] for dx in range(3) for dy in range(3)) / 9.0
+    np.testing.assert_allclose(sl.compile(by)(A=a), ref, rtol=1e-5, atol=1e-6)
+
+
+# --- reads that may fall outside an Input ---------------------------------------------------------
+
+def _compile_error(f):
+    with pytest.raises(sl.AlgorithmError) as ei:
+        sl.compile(f)
+    return str(ei.value)
+
+
+def test_read_past_end_is_compile_time_error_naming_func_and_input():
+    img = sl.Input("img", sl.float32, ("N",))
+    i = sl.Var("i")
+    shifted = sl.Func("shifted", shape=(img.shape[0],))
+    shifted[i] = img[i + 1]
+    msg = _compile_error(shifted)
+    assert "shifted" in msg, msg
+    assert "img" in msg, msg
+    assert re.search(r"range|\[", msg), msg  # the offending range is reported
+
+
+def test_read_before_start_is_compile_time_error():
+    img = sl.Input("img", sl.float32, ("N",))
+    i = sl.Var("i")
+    back = sl.Func("backdiff", shape=(img.shape[0],))
+    back[i] = img[i] - img[i - 1]
+    msg = _compile_error(back)
+    assert "backdiff" in msg and "img" in msg, msg
+
+
+def test_read_outside_fixed_size_input_reports_range():
+    weights = sl.Input("weights", sl.float32, (8,))
+    i = sl.Var("i")
+    f = sl.Func("conv3", shape=(8,))
+    f[i] = weights[i + 3]
+    msg = _compile_error(f)
+    assert "conv3" in msg and "weights" in msg, msg
+    assert "3" in msg and ("10" in msg or "11" in msg), msg  # reads span [3, 10]
+
+
+def test_read_outside_in_second_dimension_is_error():
+    A = sl.Input("A2d", sl.float32, ("H", "W"))
+    i, j = sl.vars("i j")
+    f = sl.Func("colshift", shape=(A.shape[0], A.shape[1]))
+    f[i, j] = A[i, j + 2]
+    msg = _compile_error(f)
+    assert "colshift" in msg and "A2d" in msg, msg
+
+
+def test_read_outside_from_an_intermediate_func_names_it():
+    A = sl.Input("src", sl.float32, ("N",))
+    i = sl.Var("i")
+    inner = sl.Func("innerstage")
+    inner[i] = A[i + 1] * 2.0
+    f = sl.Func("outer", shape=(A.shape[0],))
+    f[i] = inner[i]
+    msg = _compile_error(f)
+    assert "innerstage" in msg and "src" in msg, msg
+
+
+def test_data_dependent_index_is_error_but_clamped_is_fine():
+    table = sl.Input("table", sl.float32, ("Tgather",))
+    idx = sl.Input("idx", sl.int32, ("N",))
+    i = sl.Var("i")
+    gather = sl.Func("gather", shape=(idx.shape[0],))
+    gather[i] = table[idx[i]]
+    msg = _compile_error(gather)
+    assert "gather" in msg and "table" in msg, msg
+
+    ok = sl.Func("gather_ok", shape=(idx.shape[0],))
+    ok[i] = table[sl.clamp(idx[i], 0, table.shape[0] - 1)]
+    sl.assume(table.shape[0] >= 1)
+    t = np.array([10.0, 20.0, 30.0], dtype=np.float32)
+    ix = np.array([0, 2, -5, 9, 1], dtype=np.int32)
+    np.testing.assert_array_equal(sl.compile(ok)(table=t, idx=ix), t[np.clip(ix, 0, 2)])
+
+
+def test_data_dependent_index_through_boundary_condition_is_fine():
+    table = sl.Input("table", sl.float32, ("T",))
+    idx = sl.Input("idx", sl.int32, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("g", shape=(idx.shape[0],))
+    f[i] = sl.constant_exterior(table, -1.0)[idx[i]]
+    t = np.array([10.0, 20.0, 30.0], dtype=np.float32)
+    ix = np.array([0, 2, -5, 9, 1], dtype=np.int32)
+    np.testing.assert_array_equal(sl.compile(f)(table=t, idx=ix), [10, 30, -1, -1, 20])
+
+
+def test_in_bounds_stencil_with_shrunk_output_compiles():
+    A = sl.Input("A", sl.float32, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0] - 2,))
+    f[i] = A[i] + A[i + 2]
+    a = np.arange(6, dtype=np.float32)
+    np.testing.assert_array_equal(sl.compile(f)(A=a), a[:-2] + a[2:])
+
+
+def test_error_is_raised_at_compile_time_not_at_call():
+    # no arrays are needed to see the error: sl.compile alone raises it
+    A = sl.Input("A", sl.float32, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = A[i + 1]
+    with pytest.raises(sl.AlgorithmError):
+        sl.compile(f)
+    assert issubclass(sl.AlgorithmError, sl.SchedlangError)
