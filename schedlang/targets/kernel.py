@@ -111,8 +111,16 @@ class Kernel:
             values[p.name] = self._check_param(p, kwargs[p.name])
             sizes[p.name] = values[p.name]
         outs = self._outputs(out, sizes, where)
-        for o, arr in zip(self.outputs, outs):
+        for n, (o, arr) in enumerate(zip(self.outputs, outs)):
             values[o.name] = arr
+            for other in outs[:n]:
+                if np.shares_memory(arr, other):
+                    raise ArgumentError(f"out=: the arrays for {o.name} and another output overlap; "
+                                        "give each output its own array")
+            # the generated code assumes buffers do not overlap: copy an input that does
+            for inp in self.inputs:
+                if np.shares_memory(arr, values[inp.name]):
+                    values[inp.name] = values[inp.name].copy()
         for f in self.facts:
             try:
                 ok = evaluate(f, sizes)

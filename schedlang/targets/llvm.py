@@ -446,6 +446,9 @@ class LLVMCodegen:
         if self.name in _RESERVED_SYMBOLS or self.name.startswith(("llvm.", "__")):
             raise CompileError(f"the kernel name {self.name!r} is taken by a C library or "
                                "LLVM symbol the generated code may call; rename the kernel")
+        self._all_buffers = {a.name for a in self.args if a.kind == "buffer"}
+        L.walk_stmt(stmt, lambda st: self._all_buffers.add(st.buffer)
+                    if isinstance(st, L.Allocate) else None)
         fn = ir.Function(self.module, ir.FunctionType(I32, [PTR, I32]), name=self.name)
         fn.attributes.add("nounwind")
         argv, nthreads = fn.args
@@ -610,17 +613,20 @@ class LLVMCodegen:
         align = mem_type_bytes(dt)
         lanes = s.index.dtype.lanes
         if lanes == 1:
-            self.b.store(value, self._element_ptr(ptr, self._index(s.index), elem), align=align)
+            self._alias(self.b.store(value, self._element_ptr(ptr, self._index(s.index), elem),
+                                     align=align), s.buffer)
             return
         base = self._dense_ramp_base(s.index)
         if base is not None:
-            self.b.store(value, self._element_ptr(ptr, base, elem), align=align)
+            self._alias(self.b.store(value, self._element_ptr(ptr, base, elem), align=align),
+                        s.buffer)
             return
         # A scatter: lane by lane, in lane order (the last lane wins on a repeated index).
         index = self._index(s.index)
         for lane in range(lanes):
             p = self._element_ptr(ptr, self.b.extract_element(index, I32(lane)), elem)
-            self.b.store(self.b.extract_element(value, I32(lane)), p, align=align)
+            self._alias(self.b.store(self.b.extract_element(value, I32(lane)), p, align=align),
+                        s.buffer)
 
     def stmt_Allocate(self, s):
         dt = s.dtype.element()
@@ -887,19 +893,49 @@ class LLVMCodegen:
         if lanes == 1:
             v = self.b.load(self._element_ptr(ptr, self._index(e.index), elem), typ=elem,
                             align=align)
-            return self._from_memory(v, dt)
+            return self._from_memory(self._alias(v, e.buffer), dt)
         base = self._dense_ramp_base(e.index)
         if base is not None:
             v = self.b.load(self._element_ptr(ptr, base, elem), typ=ir.VectorType(elem, lanes),
                             align=align)
-            return self._from_memory(v, dt)
+            return self._from_memory(self._alias(v, e.buffer), dt)
         # A gather: lane by lane (the backend may still combine them).
         index = self._index(e.index)
         v = ir.Constant(ir.VectorType(elem, lanes), ir.Undefined)
         for lane in range(lanes):
             p = self._element_ptr(ptr, self.b.extract_element(index, I32(lane)), elem)
-            v = self.b.insert_element(v, self.b.load(p, typ=elem, align=align), I32(lane))
+            v = self.b.insert_element(v, self._alias(self.b.load(p, typ=elem, align=align),
+                                                     e.buffer), I32(lane))
         return self._from_memory(v, dt)
+
+    def _alias(self, instr, buffer):
+        """Tag a load / store with its buffer's alias scope: distinct buffers never alias
+        (the caller checks that outputs do not overlap inputs), which lets LLVM keep
+        accumulators in registers across loops that also read other buffers."""
+        scopes = self.__dict__.setdefault("_scopes", {})
+        if "__domain__" not in scopes:
+            scopes["__domain__"] = self.module.add_metadata(
+                [ir.MetaDataString(self.module, "schedlang.buffers")])
+        if buffer not in scopes:
+            scopes[buffer] = self.module.add_metadata(
+                [ir.MetaDataString(self.module, f"schedlang.buffer.{buffer}"),
+                 scopes["__domain__"]])
+        names = self.__dict__.setdefault("_alias_names", [])
+        if not names:
+            names.extend(sorted(self._all_buffers))
+        own = scopes[buffer]
+        others = []
+        for n in names:
+            if n != buffer:
+                if n not in scopes:
+                    scopes[n] = self.module.add_metadata(
+                        [ir.MetaDataString(self.module, f"schedlang.buffer.{n}"),
+                         scopes["__domain__"]])
+                others.append(scopes[n])
+        instr.set_metadata("alias.scope", self.module.add_metadata([own]))
+        if others:
+            instr.set_metadata("noalias", self.module.add_metadata(others))
+        return instr
 
     def _element_ptr(self, base_ptr, index, elem):
         return self.b.gep(base_ptr, [index], inbounds=True, source_etype=elem)

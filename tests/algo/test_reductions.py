@@ -291,6 +291,16 @@ def test_where_empty_domain_gives_identity():
     np.testing.assert_array_equal(sl.compile(f)(A=a), np.concatenate([[0], np.cumsum(a)[:-1]]))
 
 
+def test_product_over_empty_where_is_one():
+    A = sl.Input("A", sl.int32, ("N",))
+    i = sl.Var("i")
+    r = sl.RDom(A.shape[0], name="r")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = sl.product(A[r.where(r < i)])
+    a = np.array([2, 3, -1, 4, 2], dtype=np.int32)
+    np.testing.assert_array_equal(sl.compile(f)(A=a), np.concatenate([[1], np.cumprod(a)[:-1]]))
+
+
 def test_where_does_not_modify_the_original_rdom():
     A = sl.Input("A", sl.int32, ("N",))
     i = sl.Var("i")

@@ -595,6 +595,24 @@ def test_cast_float64_to_bfloat16():
     np.testing.assert_array_equal(out, f32_to_bf16_bits(a.astype(np.float32)))
 
 
+def test_cast_of_literal_wraps():
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(2,))
+    f[i] = sl.cast(sl.uint8, 300) + sl.cast(sl.uint8, i)
+    out = sl.compile(f)()
+    assert out.dtype == np.uint8
+    np.testing.assert_array_equal(out, [44, 45])
+
+
+def test_literal_that_does_not_fit_in_min_is_algorithm_error():
+    X = sl.Input("X", sl.uint8, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(X.shape[0],))
+    with pytest.raises(sl.AlgorithmError, match="300"):
+        f[i] = sl.min(X[i], 300)
+        sl.compile(f)
+
+
 def test_cast_int_to_bool_is_nonzero():
     a = np.array([0, 1, -1, 2, 256, 0], dtype=np.int32)
     out = cast_kernel(sl.int32, sl.bool, a)

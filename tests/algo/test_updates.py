@@ -298,3 +298,14 @@ def test_update_reading_an_intermediate_reduction():
     f[x] = f[x] / total[0]
     a = rng_for(10).uniform(1, 2, 7).astype(np.float32)
     np.testing.assert_allclose(sl.compile(f)(A=a), a / a.sum(), rtol=1e-5)
+
+
+def test_update_with_2d_rdom_on_the_left_transpose():
+    A = sl.Input("A", sl.int32, (3, 5))
+    i, j = sl.vars("i j")
+    f = sl.Func("f", shape=(5, 3))
+    f[i, j] = 0
+    r = sl.RDom((0, 3), (0, 5), name="r")
+    f[r.y, r.x] = A[r.x, r.y] + f[r.y, r.x]
+    a = np.arange(15, dtype=np.int32).reshape(3, 5)
+    np.testing.assert_array_equal(sl.compile(f)(A=a), a.T)

@@ -1,0 +1,345 @@
+"""Schedules as data (SPEC section 2): s.trace, str(s) as replayable Python source,
+to_json / from_json, custom loop names."""
+import json
+
+import numpy as np
+import pytest
+
+import schedlang as sl
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def build_gemm():
+    A = sl.Input("A", sl.float32, ("M", "K"))
+    B = sl.Input("B", sl.float32, ("K", "N"))
+    i, j = sl.vars("i j")
+    k = sl.RDom(A.shape[1], name="k")
+    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
+    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    return dict(A=A, B=B, C=C, i=i, j=j, k=k), C
+
+
+def build_blur():
+    A = sl.Input("A", sl.float32, (21, 35))
+    y, x = sl.vars("y x")
+    blur_x = sl.Func("blur_x")
+    blur_x[y, x] = (A[y, x] + A[y, x + 1] + A[y, x + 2]) / 3
+    blur_y = sl.Func("blur_y", shape=(19, 33))
+    blur_y[y, x] = (blur_x[y, x] + blur_x[y + 1, x] + blur_x[y + 2, x]) / 3
+    return dict(A=A, blur_x=blur_x, blur_y=blur_y, y=y, x=x), blur_y
+
+
+def build_update():
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    y, x = sl.vars("y x")
+    g = sl.Func("g")
+    g[y, x] = A[y, x] * 2
+    f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+    f[y, x] = g[y, x] + 1
+    f[y, x] = f[y, x] * 3
+    return dict(A=A, g=g, f=f, y=y, x=x), f
+
+
+# Each schedule: (builder, apply(s, ns) -> number of directives applied, inputs(), reference)
+
+def gemm_spec(s, n):
+    C, i, j, k = n["C"], n["i"], n["j"], n["k"]
+    io, ii = s[C].split(i, 32)
+    jo, ji = s[C].split(j, 64)
+    ko, ki = s[C].split(k, 8)
+    s[C].reorder(io, jo, ko, ii, ki, ji)
+    s[C].vectorize(ji, 16).unroll(ki).parallel(io)
+    return 7
+
+
+def gemm_caches(s, n):
+    A, B, C = n["A"], n["B"], n["C"]
+    Ac = s[A].cache_read(C)
+    s[Ac].compute_root()
+    Bc = s[B].cache_read(C, memory="global")
+    s[Bc].compute_at(C, "i")
+    Cl = s[C].cache_write(memory="local")
+    s[Cl].compute_at(C, "i")
+    s[Cl].vectorize("j", 4)
+    return 7
+
+
+def gemm_names(s, n):
+    C, i, j, k = n["C"], n["i"], n["j"], n["k"]
+    io, ii = s[C].split(i, 4, names=("io", "ii"))
+    jo, ji = s[C].split(j, 8, tail="guard", names=("jo", "ji"))
+    s[C].reorder(io, jo, ii, k, ji)
+    s[C].vectorize("ji").parallel("io")
+    return 5
+
+
+def blur_tiled(s, n):
+    bx, by, y, x = n["blur_x"], n["blur_y"], n["y"], n["x"]
+    yo, xo, yi, xi = s[by].tile(y, x, 8, 16)
+    s[by].vectorize(xi, 8).parallel(yo)
+    s[bx].compute_at(by, xo).vectorize(x, 8)
+    return 5
+
+
+def blur_store(s, n):
+    bx, by, y, x = n["blur_x"], n["blur_y"], n["y"], n["x"]
+    yo, yi = s[by].split(y, 4, tail="shift")
+    s[bx].store_at(by, yo).compute_at(by, yi)
+    s[bx].unroll(x, 3)
+    return 4
+
+
+def update_sched(s, n):
+    g, f, y, x = n["g"], n["f"], n["y"], n["x"]
+    s[f].unroll(y, 2)
+    s[g].compute_at(f, "y.o")
+    s[g].split(x, 4, tail="guard")
+    s[f].update(0).vectorize(x, 8)
+    s[f].update(0).parallel(y)
+    return 5
+
+
+def gemm_io():
+    a, b = rand(19, 13), rand(13, 23)
+    return dict(A=a, B=b), a @ b
+
+
+def blur_io():
+    a = rand(21, 35)
+    bx = (a[:, :-2] + a[:, 1:-1] + a[:, 2:]) / 3
+    return dict(A=a), (bx[:-2] + bx[1:-1] + bx[2:]) / 3
+
+
+def update_io():
+    a = rand(9, 14)
+    return dict(A=a), (a * 2 + 1) * 3
+
+
+CASES = {
+    "gemm_spec": (build_gemm, gemm_spec, gemm_io),
+    "gemm_caches": (build_gemm, gemm_caches, gemm_io),
+    "gemm_names": (build_gemm, gemm_names, gemm_io),
+    "blur_tiled": (build_blur, blur_tiled, blur_io),
+    "blur_store": (build_blur, blur_store, blur_io),
+    "update": (build_update, update_sched, update_io),
+}
+
+
+def _run(out, s, io):
+    args, ref = io
+    res = sl.compile(out, s)(**args)
+    np.testing.assert_allclose(res, ref, rtol=1e-4, atol=1e-4)
+    return res
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_trace_has_one_entry_per_directive(case):
+    build, apply, io = CASES[case]
+    ns, out = build()
+    s = sl.Schedule(out)
+    assert len(s.trace) == 0
+    n = apply(s, ns)
+    assert len(s.trace) == n
+    assert len([ln for ln in str(s).splitlines() if ln.strip()]) == n
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_str_replays_on_a_fresh_schedule(case):
+    build, apply, io = CASES[case]
+    ns, out = build()
+    s = sl.Schedule(out)
+    apply(s, ns)
+    s2 = sl.Schedule(out)
+    exec(str(s), {"sl": sl, "s": s2, **ns})
+    assert str(s2) == str(s)
+    assert len(s2.trace) == len(s.trace)
+    data = io()
+    r1 = _run(out, s, data)
+    r2 = _run(out, s2, data)
+    np.testing.assert_array_equal(r1, r2)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_str_replays_on_a_freshly_built_algorithm(case):
+    build, apply, io = CASES[case]
+    ns, out = build()
+    s = sl.Schedule(out)
+    apply(s, ns)
+    ns2, out2 = build()
+    s2 = sl.Schedule(out2)
+    exec(str(s), {"sl": sl, "s": s2, **ns2})
+    assert str(s2) == str(s)
+    data = io()
+    np.testing.assert_array_equal(_run(out, s, data), _run(out2, s2, data))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_json_round_trip_same_algorithm(case):
+    build, apply, io = CASES[case]
+    ns, out = build()
+    s = sl.Schedule(out)
+    apply(s, ns)
+    text = s.to_json()
+    json.loads(text)                       # it is plain JSON data
+    s2 = sl.Schedule.from_json(text, out)
+    assert str(s2) == str(s)
+    assert s2.to_json() == text
+    assert len(s2.trace) == len(s.trace)
+    data = io()
+    np.testing.assert_array_equal(_run(out, s, data), _run(out, s2, data))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_json_round_trip_onto_freshly_built_algorithm(case):
+    build, apply, io = CASES[case]
+    ns, out = build()
+    s = sl.Schedule(out)
+    apply(s, ns)
+    ns2, out2 = build()                     # new Func objects with the same names
+    s2 = sl.Schedule.from_json(s.to_json(), out2)
+    assert str(s2) == str(s)
+    data = io()
+    np.testing.assert_array_equal(_run(out, s, data), _run(out2, s2, data))
+
+
+def test_json_survives_a_text_round_trip_through_a_file(tmp_path):
+    ns, C = build_gemm()
+    s = sl.Schedule(C)
+    gemm_spec(s, ns)
+    p = tmp_path / "sched.json"
+    p.write_text(s.to_json())
+    ns2, C2 = build_gemm()
+    s2 = sl.Schedule.from_json(p.read_text(), C2)
+    assert s2.to_json() == s.to_json()
+
+
+def test_empty_schedule():
+    ns, C = build_gemm()
+    s = sl.Schedule(C)
+    assert s.trace == [] or len(s.trace) == 0
+    s2 = sl.Schedule(C)
+    exec(str(s), {"sl": sl, "s": s2, **ns})
+    assert str(s2) == str(s)
+    s3 = sl.Schedule.from_json(s.to_json(), C)
+    assert len(s3.trace) == 0
+    _run(C, s3, gemm_io())
+
+
+def test_default_split_names():
+    ns, C = build_gemm()
+    s = sl.Schedule(C)
+    io, ii = s[C].split(ns["i"], 4)
+    assert io.name == "i.o" and ii.name == "i.i"
+    ko, ki = s[C].split(ns["k"], 2)
+    assert ko.name == "k.o" and ki.name == "k.i"
+    assert "'i.o'" in str(s) and "'i.i'" in str(s)
+
+
+def test_custom_split_names():
+    ns, C = build_gemm()
+    s = sl.Schedule(C)
+    io, ii = s[C].split(ns["i"], 32, names=("io", "ii"))
+    assert io.name == "io" and ii.name == "ii"
+    s[C].vectorize("ii", 8)
+    s[C].parallel(io)
+    src = str(s)
+    assert "names=('io', 'ii')" in src
+    assert "i.o" not in src
+    with pytest.raises(sl.ScheduleError) as e:
+        s[C].unroll("i.o")
+    assert "io" in str(e.value) and "ii" in str(e.value)
+    _run(C, s, gemm_io())
+    # replay keeps the custom names
+    s2 = sl.Schedule(C)
+    exec(src, {"sl": sl, "s": s2, **ns})
+    assert str(s2) == src
+    s3 = sl.Schedule.from_json(s.to_json(), C)
+    assert str(s3) == src
+
+
+def test_custom_tile_names_through_replay():
+    ns, out = build_blur()
+    s = sl.Schedule(out)
+    s[out].split("y", 4, names=("ty", "yy"))
+    s[out].split("x", 8, names=("tx", "xx"))
+    s[out].reorder("ty", "tx", "yy", "xx")
+    s[ns["blur_x"]].compute_at(out, "tx")
+    ns2, out2 = build_blur()
+    s2 = sl.Schedule.from_json(s.to_json(), out2)
+    assert str(s2) == str(s)
+    data = blur_io()
+    np.testing.assert_array_equal(_run(out, s, data), _run(out2, s2, data))
+
+
+def test_rejected_directive_is_not_in_trace():
+    ns, C = build_gemm()
+    s = sl.Schedule(C)
+    s[C].split(ns["i"], 4)
+    with pytest.raises(sl.ScheduleError):
+        s[C].vectorize(ns["k"])
+    with pytest.raises(sl.ScheduleError):
+        s[C].split("zz", 4)
+    assert len(s.trace) == 1
+    assert len(str(s).strip().splitlines()) == 1
+
+
+def test_trace_records_update_stage():
+    ns, f = build_update()
+    s = sl.Schedule(f)
+    s[f].update(0).vectorize("x", 4)
+    assert len(s.trace) == 1
+    assert "update(0)" in str(s)
+
+
+def test_from_json_for_another_output_is_rejected():
+    ns, C = build_gemm()
+    s = sl.Schedule(C)
+    gemm_spec(s, ns)
+    ns2, blur_y = build_blur()
+    with pytest.raises(sl.ScheduleError):
+        sl.Schedule.from_json(s.to_json(), blur_y)
+
+
+def test_from_json_garbage_is_rejected():
+    ns, C = build_gemm()
+    with pytest.raises(sl.ScheduleError):
+        sl.Schedule.from_json("{not json", C)
+
+
+def test_from_json_replays_legality_checks():
+    ns, C = build_gemm()
+    s = sl.Schedule(C)
+    s[C].split(ns["i"], 4)
+    doc = json.loads(s.to_json())
+    # tamper: vectorize the reduction variable
+    bad = dict(doc["directives"][0])
+    bad.update(op="vectorize", args=["k"], kwargs={})
+    doc["directives"].append(bad)
+    with pytest.raises(sl.ScheduleError) as e:
+        sl.Schedule.from_json(json.dumps(doc), C)
+    assert "vectorize(k)" in str(e.value)
+
+
+def test_from_json_unknown_directive_is_rejected():
+    ns, C = build_gemm()
+    doc = json.loads(sl.Schedule(C).to_json())
+    doc["directives"] = [{"func": "C", "stage": 0, "op": "__class__", "args": [], "kwargs": {}}]
+    with pytest.raises(sl.ScheduleError):
+        sl.Schedule.from_json(json.dumps(doc), C)
+
+
+def test_str_and_json_do_not_depend_on_var_objects_vs_strings():
+    ns, C = build_gemm()
+    s1 = sl.Schedule(C)
+    io, ii = s1[C].split(ns["i"], 8)
+    s1[C].reorder(ns["j"], io, ii, ns["k"])
+    s2 = sl.Schedule(C)
+    s2[C].split("i", 8)
+    s2[C].reorder("j", "i.o", "i.i", "k")
+    assert str(s1) == str(s2)
+    assert s1.to_json() == s2.to_json()

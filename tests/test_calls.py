@@ -1,0 +1,457 @@
+"""Conformance tests for compiling and calling kernels (SPEC sections 3 and 7)."""
+import numpy as np
+import pytest
+
+import schedlang as sl
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """No tuning database or BEAM search leaks into these tests: a private cache dir."""
+    monkeypatch.setenv("SCHEDLANG_CACHE", str(tmp_path_factory.getbasetemp() / "sl_cache"))
+    monkeypatch.delenv("BEAM", raising=False)
+
+
+def rng_for(seed):
+    return np.random.default_rng(seed)
+
+
+def matmul_algorithm(m="M", k="K", n="N"):
+    A = sl.Input("A", sl.float32, (m, k))
+    B = sl.Input("B", sl.float32, (k, n))
+    alpha = sl.Param("alpha", sl.float32)
+    i, j = sl.vars("i j")
+    r = sl.RDom(A.shape[1], name="k")
+    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
+    C[i, j] = alpha * sl.sum(A[i, r] * B[r, j])
+    return C
+
+
+@pytest.fixture(scope="module")
+def gemm():
+    return sl.compile(matmul_algorithm())
+
+
+@pytest.fixture
+def ab():
+    rng = rng_for(1)
+    return (rng.standard_normal((6, 5)).astype(np.float32),
+            rng.standard_normal((5, 4)).astype(np.float32))
+
+
+def test_basic_call_returns_numpy_array(gemm, ab):
+    a, b = ab
+    c = gemm(A=a, B=b, alpha=2.0)
+    assert isinstance(c, np.ndarray)
+    assert c.shape == (6, 4) and c.dtype == np.float32
+    np.testing.assert_allclose(c, 2 * a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_sizes_are_bound_per_call(gemm):
+    rng = rng_for(2)
+    for m, k, n in [(1, 1, 1), (3, 7, 2), (9, 2, 5)]:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        c = gemm(A=a, B=b, alpha=1.0)
+        assert c.shape == (m, n)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_out_preallocated_is_written(gemm, ab):
+    a, b = ab
+    c = np.full((6, 4), np.nan, dtype=np.float32)
+    res = gemm(A=a, B=b, alpha=0.5, out=c)
+    np.testing.assert_allclose(c, 0.5 * a @ b, rtol=1e-5, atol=1e-5)
+    if res is not None:
+        assert np.shares_memory(res, c)
+        np.testing.assert_array_equal(res, c)
+
+
+def test_out_is_returned(gemm, ab):
+    a, b = ab
+    c = np.zeros((6, 4), dtype=np.float32)
+    res = gemm(A=a, B=b, alpha=0.5, out=c)
+    assert res is c
+
+
+# --- array protocols --------------------------------------------------------------------------
+
+class ArrayInterfaceOnly:
+    """Exposes only __array_interface__ (no buffer protocol, no __array__)."""
+
+    def __init__(self, a):
+        self._a = a  # keep the memory alive
+        self.__array_interface__ = a.__array_interface__
+
+
+class DLPackOnly:
+    """Exposes only the DLPack protocol."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._a.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_input_via_array_interface(gemm, ab):
+    a, b = ab
+    c = gemm(A=ArrayInterfaceOnly(a), B=ArrayInterfaceOnly(b), alpha=1.0)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_input_via_dlpack(gemm, ab):
+    a, b = ab
+    c = gemm(A=DLPackOnly(a), B=DLPackOnly(b), alpha=1.0)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_mixed_protocols(gemm, ab):
+    a, b = ab
+    c = gemm(A=DLPackOnly(a), B=ArrayInterfaceOnly(b), alpha=3.0)
+    np.testing.assert_allclose(c, 3 * a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_array_interface_with_wrong_dtype_is_argument_error(gemm, ab):
+    a, b = ab
+    with pytest.raises(sl.ArgumentError, match="A"):
+        gemm(A=ArrayInterfaceOnly(a.astype(np.float64)), B=b, alpha=1.0)
+
+
+def test_out_via_array_interface_is_written(gemm, ab):
+    a, b = ab
+    c = np.zeros((6, 4), dtype=np.float32)
+    gemm(A=a, B=b, alpha=1.0, out=ArrayInterfaceOnly(c))
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+# --- non-contiguous inputs ------------------------------------------------------------------------
+
+def test_transposed_view_input(gemm):
+    rng = rng_for(3)
+    at = rng.standard_normal((5, 6)).astype(np.float32)
+    b = rng.standard_normal((5, 4)).astype(np.float32)
+    a = at.T  # (6, 5), not C-contiguous
+    assert not a.flags.c_contiguous
+    c = gemm(A=a, B=b, alpha=1.0)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_strided_and_reversed_view_inputs(gemm):
+    rng = rng_for(4)
+    big = rng.standard_normal((12, 10)).astype(np.float32)
+    a = big[::2, 1:6]         # step-2 rows, column slice
+    b = big[:5, ::-1][:, :4]  # negative column stride
+    c = gemm(A=a, B=b, alpha=1.0)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_fortran_order_input(gemm, ab):
+    a, b = ab
+    c = gemm(A=np.asfortranarray(a), B=b, alpha=1.0)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+# --- bad calls: ArgumentError with a useful message ------------------------------------------------
+
+def test_missing_argument(gemm, ab):
+    a, _ = ab
+    with pytest.raises(sl.ArgumentError, match="B"):
+        gemm(A=a, alpha=1.0)
+
+
+def test_missing_param(gemm, ab):
+    a, b = ab
+    with pytest.raises(sl.ArgumentError, match="alpha"):
+        gemm(A=a, B=b)
+
+
+def test_extra_argument(gemm, ab):
+    a, b = ab
+    with pytest.raises(sl.ArgumentError, match="bogus"):
+        gemm(A=a, B=b, alpha=1.0, bogus=a)
+
+
+def test_wrong_dtype(gemm, ab):
+    a, b = ab
+    with pytest.raises(sl.ArgumentError) as ei:
+        gemm(A=a.astype(np.float64), B=b, alpha=1.0)
+    msg = str(ei.value)
+    assert "A" in msg and "float32" in msg, msg
+
+
+def test_wrong_dtype_int(gemm, ab):
+    a, b = ab
+    with pytest.raises(sl.ArgumentError, match="B"):
+        gemm(A=a, B=b.astype(np.int32), alpha=1.0)
+
+
+def test_wrong_rank(gemm, ab):
+    a, b = ab
+    with pytest.raises(sl.ArgumentError, match="A"):
+        gemm(A=a.reshape(-1), B=b, alpha=1.0)
+    with pytest.raises(sl.ArgumentError, match="B"):
+        gemm(A=a, B=b[None], alpha=1.0)
+
+
+def test_inconsistent_sizes_names_the_size_and_both_sources(gemm):
+    a = np.zeros((3, 64), np.float32)
+    b = np.zeros((32, 2), np.float32)
+    with pytest.raises(sl.ArgumentError) as ei:
+        gemm(A=a, B=b, alpha=1.0)
+    msg = str(ei.value)
+    assert "K" in msg and "A" in msg and "B" in msg, msg
+    assert "64" in msg and "32" in msg, msg
+
+
+def test_fixed_size_mismatch():
+    X = sl.Input("X", sl.float32, (4,))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(4,))
+    f[i] = X[i] + 1.0
+    kern = sl.compile(f)
+    np.testing.assert_array_equal(kern(X=np.zeros(4, np.float32)), np.ones(4, np.float32))
+    with pytest.raises(sl.ArgumentError, match="X"):
+        kern(X=np.zeros(5, np.float32))
+
+
+def test_param_of_wrong_kind(gemm, ab):
+    a, b = ab
+    with pytest.raises(sl.ArgumentError, match="alpha"):
+        gemm(A=a, B=b, alpha="two")
+    with pytest.raises(sl.ArgumentError, match="alpha"):
+        gemm(A=a, B=b, alpha=np.ones(3, np.float32))
+
+
+def test_array_where_param_expected_or_scalar_where_array_expected(gemm, ab):
+    a, b = ab
+    with pytest.raises(sl.ArgumentError, match="A"):
+        gemm(A=1.0, B=b, alpha=1.0)
+
+
+def test_out_with_wrong_shape(gemm, ab):
+    a, b = ab
+    with pytest.raises(sl.ArgumentError, match="out|C"):  # the output is Func C
+        gemm(A=a, B=b, alpha=1.0, out=np.zeros((6, 5), np.float32))
+
+
+def test_out_with_wrong_dtype(gemm, ab):
+    a, b = ab
+    with pytest.raises(sl.ArgumentError, match="out"):
+        gemm(A=a, B=b, alpha=1.0, out=np.zeros((6, 4), np.float64))
+
+
+def test_non_contiguous_out_is_argument_error(gemm, ab):
+    a, b = ab
+    big = np.zeros((6, 8), np.float32)
+    view = big[:, ::2]
+    with pytest.raises(sl.ArgumentError, match="out"):
+        gemm(A=a, B=b, alpha=1.0, out=view)
+    assert not big.any()  # nothing was written
+    t = np.zeros((4, 6), np.float32).T
+    with pytest.raises(sl.ArgumentError, match="out"):
+        gemm(A=a, B=b, alpha=1.0, out=t)
+
+
+def test_readonly_out_is_argument_error(gemm, ab):
+    a, b = ab
+    c = np.zeros((6, 4), np.float32)
+    c.setflags(write=False)
+    with pytest.raises(sl.ArgumentError, match="out"):
+        gemm(A=a, B=b, alpha=1.0, out=c)
+    assert not c.any()
+
+
+def test_violated_assume():
+    A = sl.Input("A", sl.float32, ("Rows_assume4", "Cols_assume4"))
+    sl.assume(A.shape[0] % 4 == 0)
+    i, j = sl.vars("i j")
+    f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+    f[i, j] = A[i, j] * 2.0
+    kern = sl.compile(f)
+    a = np.ones((8, 3), np.float32)
+    np.testing.assert_array_equal(kern(A=a), a * 2)
+    with pytest.raises(sl.ArgumentError) as ei:
+        kern(A=np.ones((6, 3), np.float32))
+    msg = str(ei.value)
+    assert "Rows_assume4" in msg or "assume" in msg, msg
+
+
+def test_violated_assume_on_param():
+    A = sl.Input("A", sl.float32, ("Nparam_assume",))
+    scale = sl.Param("scale_assume", sl.int32)
+    sl.assume(scale > 0)
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = A[i] * sl.cast(sl.float32, scale)
+    kern = sl.compile(f)
+    np.testing.assert_array_equal(kern(A=np.ones(3, np.float32), scale_assume=3), [3, 3, 3])
+    with pytest.raises(sl.ArgumentError, match="scale_assume"):
+        kern(A=np.ones(3, np.float32), scale_assume=0)
+
+
+def test_argument_errors_leave_kernel_usable(gemm, ab):
+    a, b = ab
+    for bad in (dict(A=a), dict(A=a, B=b.T, alpha=1.0), dict(A=a, B=b, alpha=1.0, zzz=1)):
+        with pytest.raises(sl.ArgumentError):
+            gemm(**bad)
+    np.testing.assert_allclose(gemm(A=a, B=b, alpha=1.0), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_empty_reduction_and_empty_output(gemm):
+    c = gemm(A=np.zeros((3, 0), np.float32), B=np.zeros((0, 2), np.float32), alpha=1.0)
+    np.testing.assert_array_equal(c, np.zeros((3, 2), np.float32))
+    c = gemm(A=np.zeros((0, 4), np.float32), B=np.ones((4, 2), np.float32), alpha=1.0)
+    assert c.shape == (0, 2)
+
+
+def test_numpy_scalar_param(gemm, ab):
+    a, b = ab
+    c = gemm(A=a, B=b, alpha=np.float32(2.0))
+    np.testing.assert_allclose(c, 2 * a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_bool_input_rejects_other_dtypes():
+    M = sl.Input("M", sl.bool, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(M.shape[0],))
+    f[i] = sl.select(M[i], 1, 0)
+    kern = sl.compile(f)
+    np.testing.assert_array_equal(kern(M=np.array([True, False, True])), [1, 0, 1])
+    with pytest.raises(sl.ArgumentError, match="M"):
+        kern(M=np.array([1, 0, 1], dtype=np.uint8))
+
+
+def test_bfloat16_input_takes_uint16_bits_only():
+    X = sl.Input("X", sl.bfloat16, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(X.shape[0],))
+    f[i] = sl.cast(sl.float32, X[i])
+    kern = sl.compile(f)
+    bits = np.array([0x3F80, 0xC000], dtype=np.uint16)  # 1.0, -2.0
+    np.testing.assert_array_equal(kern(X=bits), [1.0, -2.0])
+    with pytest.raises(sl.ArgumentError, match="X"):
+        kern(X=np.array([1.0, -2.0], dtype=np.float16))
+
+
+def test_non_native_byte_order_is_rejected_or_correct(gemm, ab):
+    a, b = ab
+    a_be = a.astype(">f4")
+    try:
+        c = gemm(A=a_be, B=b, alpha=1.0)
+    except sl.ArgumentError:
+        return
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+# --- introspection --------------------------------------------------------------------------------
+
+def test_source_is_llvm_ir(gemm):
+    src = gemm.source
+    assert isinstance(src, str)
+    assert "define" in src
+
+
+def test_loop_ir_is_pseudocode_with_loops(gemm):
+    ir = gemm.loop_ir
+    assert isinstance(ir, str)
+    assert "for" in ir
+    assert "C" in ir
+
+
+def test_default_loop_nest_is_numpy_order():
+    A = sl.Input("A", sl.float32, ("R", "S"))
+    row, col = sl.vars("row col")
+    f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+    f[row, col] = A[row, col] * 2.0
+    kern = sl.compile(f)
+    loops = [ln.strip() for ln in kern.loop_ir.splitlines() if ln.strip().startswith("for")]
+    assert len(loops) >= 2, kern.loop_ir
+    assert "row" in loops[0] and "col" not in loops[0], kern.loop_ir
+    assert "col" in loops[1], kern.loop_ir
+    a = rng_for(6).standard_normal((3, 5)).astype(np.float32)
+    out = kern(A=a)
+    assert out.shape == (3, 5) and out.flags.c_contiguous
+    np.testing.assert_array_equal(out, a * 2)
+
+
+def test_time_returns_statistics(gemm, ab):
+    a, b = ab
+    t = gemm.time(A=a, B=b, alpha=1.0)
+    assert t.runs >= 1
+    assert 0 < t.min <= t.median
+
+
+def test_time_checks_arguments_too(gemm, ab):
+    a, _ = ab
+    with pytest.raises(sl.ArgumentError):
+        gemm.time(A=a, alpha=1.0)
+
+
+def test_lower_is_printable_without_compiling():
+    C = matmul_algorithm()
+    s = sl.Schedule(C)
+    text = str(sl.lower(C, s))
+    assert "for" in text
+    assert "C" in text
+
+
+def test_lower_follows_the_schedule():
+    A = sl.Input("A", sl.float32, ("M", "N"))
+    i, j = sl.vars("i j")
+    f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+    f[i, j] = A[i, j] + 1.0
+    plain = str(sl.lower(f, sl.Schedule(f)))
+    s = sl.Schedule(f)
+    s[f].split(i, 4, names=("isplit_outer", "isplit_inner"))
+    split = str(sl.lower(f, s))
+    assert "isplit_outer" in split and "isplit_inner" in split
+    assert "isplit_outer" not in plain
+
+
+def test_compile_with_explicit_default_schedule(ab):
+    C = matmul_algorithm()
+    kern = sl.compile(C, sl.Schedule(C), target="llvm")
+    a, b = ab
+    np.testing.assert_allclose(kern(A=a, B=b, alpha=1.0), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_kernel_can_be_called_many_times(gemm):
+    rng = rng_for(5)
+    for _ in range(5):
+        a = rng.standard_normal((2, 3)).astype(np.float32)
+        b = rng.standard_normal((3, 2)).astype(np.float32)
+        np.testing.assert_allclose(gemm(A=a, B=b, alpha=1.0), a @ b, rtol=1e-5, atol=1e-6)
+
+
+def test_inputs_are_not_modified(gemm, ab):
+    a, b = ab
+    a0, b0 = a.copy(), b.copy()
+    gemm(A=a, B=b, alpha=1.0)
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_array_equal(b, b0)
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cls", ["AlgorithmError", "ScheduleError", "CompileError",
+                                 "ArgumentError"])
+def test_error_hierarchy(cls):
+    err = getattr(sl, cls)
+    assert issubclass(err, sl.SchedlangError)
+    assert issubclass(sl.SchedlangError, Exception)
+
+
+def test_raised_errors_are_catchable_as_schedlang_error(gemm, ab):
+    a, b = ab
+    with pytest.raises(sl.SchedlangError):
+        gemm(A=a, alpha=1.0)
+    X = sl.Input("X", sl.uint8, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(X.shape[0],))
+    with pytest.raises(sl.SchedlangError):
+        f[i] = X[i + 1]
+        sl.compile(f)
