@@ -66,16 +66,20 @@ class Gemm(Workload):
         C = sl.Func("C", shape=(m, n))
         C[i, j] = sl.sum(A[i, k] * B[k, j])
         s = sl.Schedule(C)
-        # accumulate a 4 x 64 tile of C in registers, then copy it out
+        # register tile: ti rows x tj columns of C (4 x 64 = 16 AVX-512 accumulators)
+        ti = min(4, m)
+        tj = 64 if n >= 64 else max(16 * (n // 16), n if n < 16 else 16)
+        vw = min(16, tj)
+        # accumulate the tile in registers, then copy it out
         acc = s[C].cache_write("local")
-        io, ii = s[C].split(i, 4)
-        jo, ji = s[C].split(j, 64)
-        s[C].reorder(jo, io, ii, ji).vectorize(ji, 16).parallel(jo)
+        io, ii = s[C].split(i, ti)
+        jo, ji = s[C].split(j, tj)
+        s[C].reorder(jo, io, ii, ji).vectorize(ji, vw).parallel(jo)
         s[acc].compute_at(C, io)
-        s[acc].reorder(k, i, j).vectorize(j, 16).unroll(i).unroll("j.o")
-        # stage the 64-column panel of B contiguously (packing), once per panel
+        s[acc].reorder(k, i, j).vectorize(j, vw).unroll(i).unroll("j.o")
+        # stage the tj-column panel of B contiguously (packing), once per panel
         Bp = s[B].cache_read(acc, memory="global")
-        s[Bp].compute_at(C, jo).vectorize(s[Bp].loop_names()[-1], 16)
+        s[Bp].compute_at(C, jo).vectorize(s[Bp].loop_names()[-1], vw)
         return C, s
 
     def inputs(self):

@@ -8,10 +8,13 @@ Example::
 """
 from __future__ import annotations
 
+import os
 import re
+import sys
+import time
 
 from .algo import expr as E
-from .algo.func import Func
+from .algo.func import Func, definition_exprs
 from .errors import CompileError, ScheduleError
 from .lower import ir
 from .lower.lower import lower_pipeline
@@ -98,7 +101,8 @@ def kernel_args(stmt, schedule):
             E.walk_expr(x, fn)
     for g in schedule.funcs:
         for d in schedule.definitions(g):
-            E.walk_expr(d.value, fn)
+            for e in definition_exprs(d):
+                E.walk_expr(e, fn)
     taken = {a.name for a in args}
     for name in sorted(scalars):
         if name in taken:
@@ -119,7 +123,11 @@ def compile(outputs, schedule=None, target="llvm"):  # noqa: A001 - SPEC name
     name = "sl_" + re.sub(r"\W", "_", "_".join(o.name for o in outputs))
     if base == "llvm":
         from .targets.llvm import compile_llvm
+        t0 = time.perf_counter()
         module = compile_llvm(stmt, args, name, target)
+        if os.environ.get("SCHEDLANG_DUMP") == "time":
+            print(f"[schedlang] {'llvm codegen + jit':22s} {(time.perf_counter() - t0) * 1e3:8.2f} ms"
+                  f"{' (from cache)' if module.from_cache else ''}", file=sys.stderr)
     else:  # pragma: no cover - _check_target rejects the others
         raise ScheduleError(f"target {target!r}")
     return Kernel(outputs, schedule, stmt, ctx, module, args, target)

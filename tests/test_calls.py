@@ -226,6 +226,33 @@ def test_param_of_wrong_kind(gemm, ab):
         gemm(A=a, B=b, alpha=np.ones(3, np.float32))
 
 
+def test_param_value_checks():
+    p = sl.Param("p8", sl.uint8)
+    q = sl.Param("q32", sl.int32)
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(2,))
+    f[i] = sl.cast(sl.int32, p) + q + i
+    kern = sl.compile(f)
+    np.testing.assert_array_equal(kern(p8=3, q32=np.int64(5)), [8, 9])
+    with pytest.raises(sl.ArgumentError, match="p8"):
+        kern(p8=300, q32=1)  # does not fit uint8
+    with pytest.raises(sl.ArgumentError, match="p8"):
+        kern(p8=-1, q32=1)
+    with pytest.raises(sl.ArgumentError, match="q32"):
+        kern(p8=1, q32=2.5)  # not an integer
+    with pytest.raises(sl.ArgumentError, match="q32"):
+        kern(p8=1, q32=2**31)
+
+
+def test_input_used_only_for_its_shape_binds_the_size():
+    A = sl.Input("A", sl.float32, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = sl.cast(sl.float32, i)
+    kern = sl.compile(f)
+    np.testing.assert_array_equal(kern(A=np.zeros(4, np.float32)), np.arange(4, dtype=np.float32))
+
+
 def test_array_where_param_expected_or_scalar_where_array_expected(gemm, ab):
     a, b = ab
     with pytest.raises(sl.ArgumentError, match="A"):
@@ -345,6 +372,50 @@ def test_non_native_byte_order_is_rejected_or_correct(gemm, ab):
     except sl.ArgumentError:
         return
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_out_aliasing_an_input_gives_the_unaliased_result():
+    A = sl.Input("A", sl.float32, ("Nalias",))
+    sl.assume(A.shape[0] >= 1)
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    B = sl.clamp_edge(A)
+    f[i] = B[i - 1] + 10.0 * B[i + 1]
+    kern = sl.compile(f)
+    a = np.arange(1, 9, dtype=np.float32)
+    expect = kern(A=a.copy())
+    p = np.pad(a, 1, mode="edge")
+    np.testing.assert_array_equal(expect, p[:-2] + 10 * p[2:])
+    res = kern(A=a, out=a)  # in place
+    np.testing.assert_array_equal(a, expect)
+    if res is not None:
+        np.testing.assert_array_equal(res, expect)
+
+
+# --- targets ----------------------------------------------------------------------------------------
+
+def test_explicit_llvm_target(ab):
+    C = matmul_algorithm()
+    a, b = ab
+    kern = sl.compile(C, target="llvm")
+    np.testing.assert_allclose(kern(A=a, B=b, alpha=1.0), a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"),
+                    reason="x86-64 CPU name")
+def test_llvm_target_with_cpu_name(ab):
+    C = matmul_algorithm()
+    a, b = ab
+    kern = sl.compile(C, target="llvm:x86-64")
+    np.testing.assert_allclose(kern(A=a, B=b, alpha=1.0), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_unknown_target_is_a_schedlang_error():
+    C = matmul_algorithm()
+    with pytest.raises(sl.SchedlangError, match="bogus"):
+        sl.compile(C, target="bogus")
+    with pytest.raises(sl.SchedlangError, match="nosuchcpu"):
+        sl.compile(C, target="llvm:nosuchcpu")
 
 
 # --- introspection --------------------------------------------------------------------------------

@@ -146,12 +146,14 @@ class RVar(Var):
 
 
 class SizeVar(Var):
-    """A symbolic size (``"M"`` in an Input's shape); int64, bound from argument shapes."""
+    """A symbolic size (``"M"`` in an Input's shape); int64, bound from argument shapes.
+    ``source`` is the Input whose shape defines it (None for an output-only size)."""
 
-    __slots__ = ()
+    __slots__ = ("source",)
 
-    def __init__(self, name):
+    def __init__(self, name, source=None):
         super().__init__(name, T.int64)
+        self.source = source
 
 
 class Param(Var):
@@ -327,8 +329,12 @@ def unify(op, a, b):
         return Const(a.value, t, weak=True), Const(b.value, t, weak=True)
     if wa:
         a = _literal_as(a, b.dtype, op, b)
+        if a.dtype.is_float and not b.dtype.is_float:   # float literal next to an integer
+            return a, cast(a.dtype, b)
     elif wb:
         b = _literal_as(b, a.dtype, op, a)
+        if b.dtype.is_float and not a.dtype.is_float:
+            return cast(b.dtype, a), b
     ta, tb = a.dtype.element(), b.dtype.element()
     if ta == tb:
         return a, b

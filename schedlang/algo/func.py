@@ -86,6 +86,9 @@ class Input(Callable):
         if isinstance(shape, (int, str)):
             shape = (shape,)
         self.shape = tuple(size_expr(s, f"Input {name} shape") for s in shape)
+        for x in self.shape:
+            if isinstance(x, E.SizeVar):
+                x.source = self
         if not self.shape:
             raise AlgorithmError(f"Input {name}: give at least one dimension")
 
@@ -335,6 +338,29 @@ class Definition:
 
     def stage_name(self):
         return self.func.name if self.index == 0 else f"{self.func.name}.update({self.index - 1})"
+
+
+def definition_exprs(d):
+    """Every expression a definition depends on: arguments, value, predicate, and the
+    bounds and predicates of the RDoms it reduces over."""
+    out = list(d.args) + [d.value]
+    if d.predicate is not None:
+        out.append(d.predicate)
+    rdoms = []
+    for v in d.rvars:
+        if all(v.rdom is not r for r in rdoms):
+            rdoms.append(v.rdom)
+
+    def find(n):
+        if isinstance(n, E.Reduce) and all(n.rdom is not r for r in rdoms):
+            rdoms.append(n.rdom)
+    for e in list(out):
+        E.walk_expr(e, find)
+    for rd in rdoms:
+        out.extend(x for b in rd.bounds for x in b)
+        if rd.predicate is not None:
+            out.append(rd.predicate)
+    return out
 
 
 class Func(Callable):

@@ -5,6 +5,8 @@ Example: if ``g[x] = f[x - 1] + f[x + 1]`` for x in [0, N), ``f``'s box is [-1, 
 """
 from __future__ import annotations
 
+import re
+
 from ..algo import expr as E
 from ..algo import types as T
 from ..errors import AlgorithmError
@@ -135,6 +137,22 @@ class AccessBoxes:
         return pushed
 
 
+_STAGE_VAR = re.compile(r"^.+\.s\d+\.(.+)$")
+
+
+def user_text(e):
+    """An index as the user wrote it: stage-qualified loop names back to the user's Vars."""
+    def fn(n):
+        if isinstance(n, E.Var):
+            m = _STAGE_VAR.match(n.name)
+            if m:
+                return E.Var(m.group(1), n.dtype)
+        if isinstance(n, E.Cast) and isinstance(n.value, E.Var) and n.dtype.is_int:
+            return n.value
+        return None
+    return str(E.map_expr(e, fn))
+
+
 def func_box(stmt, func, kinds=("call", "provide")):
     """The union box (one Interval per dimension) of the accesses to ``func`` in ``stmt``,
     or None when there are none."""
@@ -154,7 +172,7 @@ def func_box(stmt, func, kinds=("call", "provide")):
 def require_bounded(box, sites, func, what):
     for d, iv in enumerate(box):
         if not iv.bounded:
-            idx = ", ".join(str(a) for a in sites[0]) if sites else "?"
+            idx = ", ".join(user_text(a) for a in sites[0]) if sites else "?"
             raise AlgorithmError(
                 f"cannot infer the region of {func.name} that is {what}: dimension {d} is "
                 f"accessed at an index with no bound ({func.name}[{idx}]); clamp the index "

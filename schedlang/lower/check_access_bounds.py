@@ -10,10 +10,11 @@ from ..algo import expr as E
 from ..algo import types as T
 from ..algo.func import Input
 from ..errors import AlgorithmError
-from .bounds_inference import AccessBoxes, _i64
+from .bounds_inference import AccessBoxes, _i64, user_text
 from .interval import bounds_of
 from .prove import counterexample, prove
 from .simplify import simplify
+from .symbolic import pretty
 
 
 def _site_name(site):
@@ -32,7 +33,7 @@ def check_access_bounds(stmt, ctx):
             iv = bounds_of(_i64(a), scope)
             n = simplify(E.cast(T.int64, f.shape[d]))
             what = "reads" if kind == "call" else "writes"
-            idx = ", ".join(str(x) for x in args)
+            idx = ", ".join(user_text(x) for x in args)
             if iv.lo is None or iv.hi is None:
                 raise AlgorithmError(
                     f"{_site_name(site)} {what} {f.name}[{idx}]: dimension {d} is indexed by a "
@@ -53,6 +54,19 @@ def check_access_bounds(stmt, ctx):
             exact = E.binary("and", E.binary("ge", ai, 0), E.binary("le", ai, n - 1))
             if prove(exact, list(walker.facts) + list(ctx.facts), timeout_ms=2000):
                 continue
+            # in bounds whenever no size is 0: check that when the kernel is called
+            sizes = {}
+            for x in (lo, hi, n):
+                E.walk_expr(x, lambda v: sizes.setdefault(v.name, v)
+                            if isinstance(v, E.SizeVar) else None)
+            nonempty = [E.binary("ge", v, 1) for v in sizes.values()]
+            if nonempty and (prove(cond, list(ctx.facts) + nonempty) or prove(
+                    exact, list(walker.facts) + list(ctx.facts) + nonempty, timeout_ms=2000)):
+                for v in sizes.values():
+                    ctx.call_checks.append((E.binary("ge", v, 1),
+                                            f"{_site_name(site)} reads {f.name} at clamped or "
+                                            f"wrapped indices, which needs {v.name} >= 1"))
+                continue
             cex = counterexample(cond, ctx.facts)
             example = ""
             if cex:
@@ -60,7 +74,8 @@ def check_access_bounds(stmt, ctx):
                     f"{k}={v}" for k, v in sorted(cex.items()) if "." not in k) + ")"
             raise AlgorithmError(
                 f"{_site_name(site)} {what} {f.name}[{idx}]: dimension {d} ranges over "
-                f"[{lo}, {hi}], which may fall outside {f.name}'s extent 0..{n}-1{example}; "
+                f"[{pretty(lo)}, {pretty(hi)}], which may fall outside {f.name}'s extent "
+                f"0..{pretty(simplify(n - 1))}{example}; "
                 f"use a boundary condition (sl.clamp_edge({f.name}), ...), shrink the output, "
                 "or state the sizes with sl.assume")
     walker = AccessBoxes(visit, track_facts=True)

@@ -34,7 +34,7 @@ class LowerContext:
         self.loop_names = {}       # loop var name -> (stage name, user loop name)
         self.facts = list(schedule.assumptions) + _global_assumptions(schedule)
         self.debug_bounds = "bounds" in os.environ.get("SCHEDLANG_DEBUG", "")
-        self.region_asserts = []   # (cond Expr, message) checked when the kernel runs
+        self.call_checks = []      # (cond Expr, message) checked when the kernel is called
         self.allocations = {}      # buffer name -> memory scope chosen
         self.region_values = {}    # (id(func), dim) -> (min, extent) Exprs of the region Lets
 
@@ -73,13 +73,13 @@ def _dim_name(f, d):
 
 
 def _global_assumptions(schedule):
-    from ..algo.func import ASSUMPTIONS
+    from ..algo.func import ASSUMPTIONS, definition_exprs
     names = set()
     for g in schedule.funcs + schedule.inputs:
         for x in getattr(g, "shape", None) or ():
             E.walk_expr(x, lambda n: names.add(n.name) if isinstance(n, E.Var) else None)
         for d in schedule.definitions(g) if hasattr(g, "definitions") else []:
-            for e in list(d.args) + [d.value]:
+            for e in definition_exprs(d):
                 E.walk_expr(e, lambda n: names.add(n.name) if isinstance(n, E.Var) else None)
     out = []
     for fact in ASSUMPTIONS:

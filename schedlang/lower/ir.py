@@ -287,7 +287,8 @@ def stmt_to_str(s, indent=0) -> str:
     if isinstance(s, For):
         kind = "" if s.kind == "serial" else (
             f"{s.kind}.{'xyz'[s.gpu_dim]} " if s.kind.startswith("gpu") else s.kind + " ")
-        hi = p(s.min + s.extent) if not _is_zero(s.min) else p(s.extent)
+        from .simplify import simplify  # late: simplify builds on this module
+        hi = p(simplify(s.min + s.extent)) if not _is_zero(s.min) else p(s.extent)
         rng = f"[{p(s.min)}, {hi})"
         return f"{pad}{kind}for {s.var} in {rng}:\n" + stmt_to_str(s.body, indent + 1)
     if isinstance(s, LetStmt):

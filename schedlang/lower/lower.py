@@ -15,6 +15,7 @@ from .check_access_bounds import check_access_bounds
 from .context import LowerContext
 from .debug_bounds import debug_bounds
 from .inline import inline_functions
+from .partition_loops import partition_loops
 from .remove_guards import remove_guards
 from .schedule_functions import schedule_functions
 from .simplify import simplify_stmt
@@ -32,6 +33,7 @@ PASSES = [
     ("remove_guards", remove_guards),
     ("debug_bounds", debug_bounds),
     ("unroll_loops", unroll_loops),
+    ("partition_loops", partition_loops),
     ("vectorize_loops", vectorize_loops),
     ("final_simplify", lambda s, ctx: simplify_stmt(s)),
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from ..algo import expr as E
-from ..algo.func import IDENT, Definition, Func, Input
+from ..algo.func import IDENT, Definition, Func, Input, definition_exprs
 from ..algo.printer import expr_to_python
 from ..errors import ScheduleError
 from .stage import StageSchedule, var_name
@@ -134,6 +134,13 @@ class Schedule:
         for d in f.definitions:
             for ref in _refs(d):
                 self._discover(ref.func)
+        # Inputs whose sizes the pipeline uses (a shape, an RDom bound) are arguments too
+        sizes = []
+        for e in [x for d in f.definitions for x in definition_exprs(d)] + list(f.shape or ()):
+            E.walk_expr(e, lambda n: sizes.append(n) if isinstance(n, E.SizeVar) else None)
+        for sv in sizes:
+            if sv.source is not None:
+                self._discover(sv.source)
 
     def _check_unique(self, f):
         for g in self.funcs + self.inputs:

@@ -76,6 +76,7 @@ class Kernel:
         self.params = sorted({a.name: a for a in args if a.kind == "scalar"
                               and a.name in _param_names(schedule)}.values(), key=lambda a: a.name)
         self.facts = list(ctx.facts)
+        self.call_checks = list(ctx.call_checks)
         self.num_threads = default_threads()
 
     @property
@@ -130,6 +131,14 @@ class Kernel:
                 shown = ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())
                                   if k in E.expr_vars(f))
                 raise ArgumentError(f"the arguments violate assume({f}) ({shown})")
+        for cond, why in self.call_checks:
+            try:
+                ok = evaluate(cond, sizes)
+            except Unbound:
+                continue
+            if not ok:
+                raise ArgumentError(f"{why}; got {cond.a.name if hasattr(cond, 'a') else cond} = "
+                                    f"{sizes.get(getattr(cond.a, 'name', ''), '?')}")
         for a in self.args:
             if a.kind == "scalar" and a.name not in values:
                 if a.name not in sizes:
@@ -263,11 +272,14 @@ class _OutBuf:
 
 
 def _param_names(schedule):
+    from ..algo.func import definition_exprs
     names = set()
     for g in schedule.funcs:
         for d in schedule.definitions(g):
-            for e in list(d.args) + [d.value] + ([d.predicate] if d.predicate is not None else []):
+            for e in definition_exprs(d):
                 E.walk_expr(e, lambda n: names.add(n.name) if isinstance(n, E.Param) else None)
+    for e in schedule.assumptions:
+        E.walk_expr(e, lambda n: names.add(n.name) if isinstance(n, E.Param) else None)
     return names
 
 

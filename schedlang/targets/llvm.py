@@ -6,7 +6,10 @@ host CPU (or ``llvm:<cpu>``), JIT-compiles it with MCJIT and returns an
 ``LLVMKernelModule`` whose ``call(args_address, nthreads)`` runs it. Machine code is cached
 on disk under ``$SCHEDLANG_CACHE/llvm/`` (default ``~/.cache/schedlang/llvm/``), keyed by
 the unoptimized IR, so a second process skips the optimizer. ``pack_args`` builds the
-argument array the function reads. Example::
+argument array the function reads. This module holds the statement, memory, vector and
+parallel-loop code generation; the JIT, cache and argument packing live in ``llvm_jit``,
+expression arithmetic in ``llvm_arith`` and the IR type helpers in ``llvm_types``.
+Example::
 
     mod = compile_llvm(stmt, [KernelArg("a", "buffer", float32), KernelArg("n", "scalar",
                        int64)], "k")
@@ -14,15 +17,8 @@ argument array the function reads. Example::
 """
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import os
-import sys
-import tempfile
-import threading
 from contextlib import contextmanager
 
-import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
@@ -30,22 +26,22 @@ from llvmlite import ir
 from ..algo import expr as E
 from ..algo import types as T
 from ..algo.types import DType
-from ..errors import ArgumentError, CompileError
+from ..errors import CompileError
 from ..lower import ir as L
+from . import llvm_jit
 from . import llvm_runtime as RT
+from .llvm_arith import ArithmeticCodegen
+from .llvm_jit import (_LLVM_LOCK, LLVMKernelModule, _init_llvm, _jit, _resolve_target,
+                       _target_machine, float32_to_bfloat16_bits, pack_args)
+from .llvm_types import (F16, F32, F64, I1, I8, I16, I32, I64, PTR, _const_int, _element_type,
+                         _mangle, mem_type, mem_type_bytes, reg_type)
 
 __all__ = ["compile_llvm", "pack_args", "LLVMKernelModule", "LLVMCodegen"]
 
-# Bumped when the way machine code is produced changes without changing the IR text.
-_CACHE_FORMAT = 1
 # Stack allocations above this many bytes go to the heap (threads have small stacks).
 _MAX_STACK_ALLOCATION = 4096
 # Heap allocations are aligned for full-width AVX-512 access.
 _HEAP_ALIGN = 64
-
-I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
-F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
-PTR = ir.PointerType()
 
 # Names the generated code may call: a kernel with one of them would call itself.
 _RESERVED_SYMBOLS = frozenset(
@@ -56,37 +52,16 @@ _RESERVED_SYMBOLS = frozenset(
                          "fma", "round", "trunc", "rint", "nearbyint")
        for sfx in ("", "f")])
 
-# Counts optimizer runs in this process (a cache hit does not run it).
-OPTIMIZER_RUNS = 0
 
-_LLVM_LOCK = threading.RLock()
+def __getattr__(name):
+    # ``OPTIMIZER_RUNS`` is a counter that the JIT bumps in ``llvm_jit``; read it from
+    # there, so ``llvm.OPTIMIZER_RUNS`` stays current instead of a copy taken at import.
+    if name == "OPTIMIZER_RUNS":
+        return llvm_jit.OPTIMIZER_RUNS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ============================================================================ public API
-
-class LLVMKernelModule:
-    """A JIT-compiled kernel: ``source`` (optimized LLVM IR), ``address``, ``call``.
-
-    The object owns the execution engine holding the machine code; the code stays valid as
-    long as the object is alive. ``from_cache`` tells whether the machine code was loaded
-    from the disk cache (the optimizer did not run). ``call(args_address, nthreads)`` runs
-    the kernel through ctypes, which releases the GIL, and returns its status: 0 on success,
-    an ``Assert`` code, or 2 when an allocation failed.
-    """
-
-    def __init__(self, name, source, address, engine, from_cache, cpu, features):
-        self.name, self.source, self.address = name, source, address
-        self.from_cache, self.cpu, self.features = from_cache, cpu, features
-        self._engine = engine  # keeps the machine code mapped
-        self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)(address)
-
-    def call(self, args_address: int, nthreads: int) -> int:
-        """Run the kernel on the uint64 argument array at ``args_address``; returns its status."""
-        return int(self._fn(ctypes.c_void_p(args_address), int(nthreads)))
-
-    def __repr__(self):
-        return f"<LLVMKernelModule {self.name} cpu={self.cpu} from_cache={self.from_cache}>"
-
 
 def compile_llvm(stmt, args: list, name: str, target: str = "llvm") -> LLVMKernelModule:
     """Compile the loop IR ``stmt`` into a native function named ``name``.
@@ -111,292 +86,6 @@ def compile_llvm(stmt, args: list, name: str, target: str = "llvm") -> LLVMKerne
         return _jit(str(module), name, cpu, features, triple)
 
 
-def pack_args(args: list, values: dict) -> np.ndarray:
-    """The uint64 argument array for a kernel compiled from ``args``, filled from ``values``.
-
-    ``values`` maps each argument name to a C-contiguous numpy array of the argument's dtype
-    (bfloat16 buffers are uint16 arrays) or an int address, for buffers; and to a Python or
-    numpy number, for scalars. A scalar of dtype T is stored as
-    ``np.array([v], dtype=T.numpy).view(np.uint8)`` copied into the first bytes of its
-    8-byte slot; a bfloat16 scalar given as a number is rounded to nearest-even, one given
-    as a ``np.uint16`` is taken as the raw bits. The caller keeps the arrays alive while
-    the kernel runs.
-    """
-    out = np.zeros(len(args), dtype=np.uint64)
-    raw = out.view(np.uint8)
-    for i, arg in enumerate(args):
-        if arg.name not in values:
-            raise ArgumentError(f"no value for the kernel argument {arg.name!r}")
-        v = values[arg.name]
-        if arg.kind == "buffer":
-            out[i] = _buffer_address(arg, v)
-        else:
-            data = _scalar_bytes(arg, v)
-            raw[8 * i: 8 * i + data.size] = data
-    return out
-
-
-# ===================================================================== argument packing
-
-def _buffer_address(arg, v) -> int:
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        return int(v)
-    if not isinstance(v, np.ndarray):
-        raise ArgumentError(f"the buffer argument {arg.name!r} needs a numpy array, got "
-                            f"{type(v).__name__}")
-    if v.dtype != arg.dtype.numpy:
-        raise ArgumentError(f"the buffer argument {arg.name!r} has dtype {v.dtype}; the kernel "
-                            f"expects {arg.dtype.numpy} ({arg.dtype.name})")
-    if not v.flags.c_contiguous:
-        raise ArgumentError(f"the buffer argument {arg.name!r} is not C-contiguous; pass "
-                            "np.ascontiguousarray(...)")
-    return v.ctypes.data
-
-
-def _scalar_bytes(arg, v) -> np.ndarray:
-    dt = arg.dtype.element()
-    try:
-        if dt.name == "bfloat16" and not isinstance(v, np.uint16):
-            arr = float32_to_bfloat16_bits(np.array([v], dtype=np.float32))
-        else:
-            arr = np.array([v], dtype=dt.numpy)
-    except (OverflowError, ValueError, TypeError) as exc:
-        raise ArgumentError(f"the scalar argument {arg.name!r} ({dt.name}) cannot hold "
-                            f"{v!r}: {exc}") from None
-    return arr.view(np.uint8)
-
-
-def float32_to_bfloat16_bits(x) -> np.ndarray:
-    """bfloat16 bits (uint16) of float32 values, rounded to nearest-even; NaN stays NaN."""
-    x = np.asarray(x, dtype=np.float32)
-    bits = x.view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    quiet_nan = (bits >> 16) | 0x40
-    return np.where(np.isnan(x), quiet_nan, rounded).astype(np.uint16)
-
-
-# ========================================================================= target setup
-
-_INITIALIZED = False
-_KNOWN_CPUS = None
-
-
-def _init_llvm():
-    global _INITIALIZED
-    if not _INITIALIZED:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        _INITIALIZED = True
-
-
-def _resolve_target(target: str):
-    """(cpu name, feature string) of a target string ``llvm`` or ``llvm:<cpu>``."""
-    if target == "llvm":
-        _init_llvm()
-        try:
-            features = llvm.get_host_cpu_features().flatten()
-        except RuntimeError:  # not every platform can list its features
-            features = ""
-        return llvm.get_host_cpu_name(), features
-    if not isinstance(target, str) or not target.startswith("llvm:"):
-        raise CompileError(f"the LLVM backend does not know the target {target!r}; use 'llvm' "
-                           "(this machine's CPU) or 'llvm:<cpu>' (e.g. 'llvm:skylake-avx512')")
-    cpu = target[len("llvm:"):]
-    known = _known_cpus()
-    if not cpu or (known and cpu not in known):
-        near = sorted(c for c in known if cpu and (cpu in c or c in cpu))[:8]
-        hint = f"; close names: {', '.join(near)}" if near else ""
-        raise CompileError(f"LLVM does not know the CPU {cpu!r} in target {target!r}{hint}; "
-                           "use an LLVM CPU name such as 'skylake-avx512', 'znver3', 'x86-64-v3'"
-                           ", or 'llvm' for this machine")
-    return cpu, ""
-
-
-def _known_cpus() -> frozenset:
-    """The CPU names LLVM accepts for this machine's architecture.
-
-    LLVM only prints its CPU table (for the CPU name ``help``) and only warns, on stderr,
-    about an unknown CPU; so the table is read once from the process's own output.
-    """
-    global _KNOWN_CPUS
-    with _LLVM_LOCK:
-        if _KNOWN_CPUS is not None:
-            return _KNOWN_CPUS
-        _init_llvm()
-        text = _capture_native_output(
-            lambda: llvm.Target.from_default_triple().create_target_machine(cpu="help"))
-        names, in_cpus = set(), False
-        for line in text.splitlines():
-            if line.startswith("Available CPUs"):
-                in_cpus = True
-            elif line.startswith("Available features"):
-                in_cpus = False
-            elif in_cpus and line.strip():
-                names.add(line.split()[0])
-        # An empty table (another LLVM build) means: trust the name, do not reject.
-        _KNOWN_CPUS = frozenset(names)
-        return _KNOWN_CPUS
-
-
-def _capture_native_output(fn) -> str:
-    """Run ``fn`` with file descriptors 1 and 2 sent to a temp file; return what it wrote."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    with tempfile.TemporaryFile() as f:
-        saved = os.dup(1), os.dup(2)
-        try:
-            os.dup2(f.fileno(), 1)
-            os.dup2(f.fileno(), 2)
-            fn()
-        finally:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
-        f.seek(0)
-        return f.read().decode("utf-8", "replace")
-
-
-def _target_machine(cpu, features):
-    return llvm.Target.from_default_triple().create_target_machine(
-        cpu=cpu, features=features, opt=3, jit=True)
-
-
-# ======================================================================== JIT and cache
-
-def _jit(ir_text: str, name: str, cpu: str, features: str, triple: str) -> LLVMKernelModule:
-    """Machine code for ``ir_text``: from the disk cache, or optimized and compiled now."""
-    global OPTIMIZER_RUNS
-    key = hashlib.sha256("\0".join([
-        str(_CACHE_FORMAT), llvmlite.__version__, ".".join(map(str, llvm.llvm_version_info)),
-        cpu, features, ir_text]).encode()).hexdigest()
-    cache_dir = _cache_dir()
-    if cache_dir is not None:
-        hit = _cache_read(cache_dir, key)
-        if hit is not None:
-            obj, source = hit
-            empty = llvm.parse_assembly(f'target triple = "{triple}"\n')
-            engine = llvm.create_mcjit_compiler(empty, _target_machine(cpu, features))
-            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-            engine.finalize_object()
-            address = engine.get_function_address(name)
-            if address:
-                return LLVMKernelModule(name, source, address, engine, True, cpu, features)
-
-    mod = llvm.parse_assembly(ir_text)
-    mod.verify()
-    tm = _target_machine(cpu, features)
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    pto.loop_unrolling = True
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    OPTIMIZER_RUNS += 1
-    source = str(mod)
-
-    objects = []
-    engine = llvm.create_mcjit_compiler(mod, _target_machine(cpu, features))
-    engine.set_object_cache(notify_func=lambda _module, buf: objects.append(bytes(buf)))
-    engine.finalize_object()
-    address = engine.get_function_address(name)
-    if not address:  # pragma: no cover - LLVM always emits the exported function
-        raise CompileError(f"LLVM produced no function {name!r}")
-    if cache_dir is not None and len(objects) == 1:
-        _cache_write(cache_dir, key, objects[0], source)
-    return LLVMKernelModule(name, source, address, engine, False, cpu, features)
-
-
-def _cache_dir():
-    """The machine-code cache directory, created if needed; None when it is not writable."""
-    root = os.environ.get("SCHEDLANG_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "schedlang")
-    path = os.path.join(root, "llvm")
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError:
-        return None
-    return path if os.access(path, os.W_OK | os.R_OK) else None
-
-
-def _cache_read(cache_dir, key):
-    try:
-        with open(os.path.join(cache_dir, key + ".o"), "rb") as f:
-            obj = f.read()
-        with open(os.path.join(cache_dir, key + ".ll"), "r", encoding="utf-8") as f:
-            source = f.read()
-    except OSError:
-        return None
-    return (obj, source) if obj else None
-
-
-def _cache_write(cache_dir, key, obj: bytes, source: str):
-    # The IR first: a reader that finds the object finds its IR too. Each file is written
-    # to a temporary name and renamed, so a concurrent reader sees all of it or nothing.
-    try:
-        _atomic_write(os.path.join(cache_dir, key + ".ll"), source.encode("utf-8"))
-        _atomic_write(os.path.join(cache_dir, key + ".o"), obj)
-    except OSError:
-        pass
-
-
-def _atomic_write(path, data: bytes):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-# ============================================================================== types
-
-def _element_type(dt: DType):
-    """The LLVM scalar type of a value of ``dt`` in registers (bool is i1, bfloat16 i16)."""
-    if dt.is_bool:
-        return I1
-    if dt.is_int:
-        return ir.IntType(dt.bits)
-    return {"float16": F16, "bfloat16": I16, "float32": F32, "float64": F64}[dt.name]
-
-
-def reg_type(dt: DType):
-    """The LLVM type of a (possibly vector) value of ``dt`` in registers."""
-    elem = _element_type(dt)
-    return ir.VectorType(elem, dt.lanes) if dt.lanes > 1 else elem
-
-
-def mem_type(dt: DType):
-    """The LLVM type of one element of ``dt`` in memory (bool takes one byte)."""
-    return I8 if dt.is_bool else _element_type(dt)
-
-
-def _mangle(ty) -> str:
-    """The overload suffix of an LLVM intrinsic for ``ty`` (``f32``, ``v16f32``, ``i64``)."""
-    if isinstance(ty, ir.VectorType):
-        return f"v{ty.count}{_mangle(ty.element)}"
-    if isinstance(ty, ir.IntType):
-        return f"i{ty.width}"
-    return {"half": "f16", "float": "f32", "double": "f64"}[str(ty)]
-
-
-def _const_int(e):
-    """The Python int of a constant integer expression (scalar or broadcast), else None."""
-    if isinstance(e, L.Broadcast):
-        e = e.value
-    if isinstance(e, E.Const) and not e.dtype.is_float:
-        return int(e.value)
-    return None
-
-
-def _is_f32_or_f64(dt: DType) -> bool:
-    return dt.name in ("float32", "float64")
-
 
 # ========================================================================== codegen
 
@@ -415,7 +104,7 @@ class _FunctionState:
         self.nthreads = nthreads
 
 
-class LLVMCodegen:
+class LLVMCodegen(ArithmeticCodegen):
     """Translate one loop IR statement into an LLVM module with one exported function.
 
     ``generate(stmt)`` returns the ``ir.Module``. There is one method per node type:
@@ -423,7 +112,8 @@ class LLVMCodegen:
     through ``self.vars`` (scalar args, loop and let variables -> LLVM values) and
     ``self.buffers`` (buffer args and allocations -> (pointer, element DType)), both
     scoped with ``_bind``. A ``parallel`` loop body is outlined into its own function whose
-    closure carries the enclosing values it uses.
+    closure carries the enclosing values it uses. Operators, casts and math calls come
+    from ``ArithmeticCodegen`` (``llvm_arith``).
     """
 
     def __init__(self, name: str, args: list, triple: str = "", data_layout: str = ""):
@@ -988,322 +678,6 @@ class LLVMCodegen:
                                 e.dtype.element())
         ramp, offset = (e.a, e.b) if self._is_dense_ramp(e.a) else (e.b, e.a)
         return self.b.add(self._dense_ramp_base(ramp), self._index(offset.value))
-
-    # ------------------------------------------------------------------ operators
-
-    def expr_BinOp(self, e):
-        op, dt = e.op, e.a.dtype
-        if op in ("and", "or"):
-            a, b = self.expr(e.a), self.expr(e.b)
-            return self.b.and_(a, b) if op == "and" else self.b.or_(a, b)
-        if dt.is_float and _is_f32_or_f64(dt) and op in ("add", "sub"):
-            fused = self._try_fmuladd(e)
-            if fused is not None:
-                return fused
-        a, b = self.expr(e.a), self.expr(e.b)
-        if dt.name in ("float16", "bfloat16"):
-            # Narrow floats compute in float32 and round once per operation.
-            wide = T.float32.with_lanes(dt.lanes)
-            out = self._float_binop(op, self._to_f32(a, dt), self._to_f32(b, dt), wide)
-            return out if op in E.CMP_OPS else self._from_f32(out, dt)
-        if dt.is_float:
-            return self._float_binop(op, a, b, dt)
-        return self._int_binop(op, a, b, dt, e.b)
-
-    def _try_fmuladd(self, e):
-        """``a*b + c`` (and the sub forms) as ``llvm.fmuladd``, so LLVM may fuse them."""
-        def is_mul(x):
-            return isinstance(x, E.BinOp) and x.op == "mul" and x.a.dtype == e.a.dtype
-
-        if is_mul(e.a):
-            mul, other, mul_first = e.a, e.b, True
-        elif is_mul(e.b):
-            mul, other, mul_first = e.b, e.a, False
-        else:
-            return None
-        x, y, c = self.expr(mul.a), self.expr(mul.b), self.expr(other)
-        if e.op == "sub":
-            if mul_first:
-                c = self.b.fneg(c)          # x*y - c
-            else:
-                x = self.b.fneg(x)          # c - x*y
-        fn = self._intrinsic(f"llvm.fmuladd.{_mangle(x.type)}", x.type, [x.type] * 3)
-        return self.b.call(fn, [x, y, c])
-
-    _FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-
-    def _float_binop(self, op, a, b, dt):
-        bld = self.b
-        if op == "add":
-            return bld.fadd(a, b, flags=("contract",))
-        if op == "sub":
-            return bld.fsub(a, b, flags=("contract",))
-        if op == "mul":
-            return bld.fmul(a, b, flags=("contract",))
-        if op == "div":
-            return bld.fdiv(a, b)
-        if op == "floordiv":
-            return self._math1("floor", bld.fdiv(a, b))
-        if op == "mod":
-            # Python's float modulo: a - floor(a / b) * b (takes the divisor's sign).
-            return bld.fsub(a, bld.fmul(self._math1("floor", bld.fdiv(a, b)), b))
-        if op in ("min", "max"):
-            return self._minmax(op, a, b, dt)
-        if op == "ne":
-            return bld.fcmp_unordered("!=", a, b)
-        if op in self._FCMP:
-            return bld.fcmp_ordered(self._FCMP[op], a, b)
-        raise AssertionError(f"internal error: {op} on {dt}")
-
-    def _minmax(self, op, a, b, dt):
-        """min/max as compare + select (``a < b ? a : b``), which maps to vminps/vpminsd."""
-        bld = self.b
-        cmp = "<" if op == "min" else ">"
-        if dt.is_float:
-            return bld.select(bld.fcmp_ordered(cmp, a, b), a, b)
-        if dt.is_signed:
-            return bld.select(bld.icmp_signed(cmp, a, b), a, b)
-        return bld.select(bld.icmp_unsigned(cmp, a, b), a, b)
-
-    def _int_binop(self, op, a, b, dt, b_expr):
-        bld = self.b
-        signed = dt.is_signed
-        if op == "add":
-            return bld.add(a, b)
-        if op == "sub":
-            return bld.sub(a, b)
-        if op == "mul":
-            return bld.mul(a, b)
-        if op in ("div", "floordiv", "mod"):
-            return self._int_divmod(op == "mod", a, b, dt, _const_int(b_expr))
-        if op in ("min", "max"):
-            return self._minmax(op, a, b, dt)
-        if op == "bitand":
-            return bld.and_(a, b)
-        if op == "bitor":
-            return bld.or_(a, b)
-        if op == "bitxor":
-            return bld.xor(a, b)
-        if op in ("shl", "shr"):
-            # The amount is taken modulo the width, so no shift is ever poison.
-            amount = bld.and_(b, self._const_like(b.type, dt.bits - 1))
-            if op == "shl":
-                return bld.shl(a, amount)
-            return bld.ashr(a, amount) if signed else bld.lshr(a, amount)
-        if op in self._FCMP:
-            pred = self._FCMP[op]
-            return bld.icmp_signed(pred, a, b) if signed else bld.icmp_unsigned(pred, a, b)
-        raise AssertionError(f"internal error: {op} on {dt}")
-
-    def _int_divmod(self, want_mod, a, b, dt, const_b):
-        """Python floor division / modulo; x // 0 == x % 0 == 0 and nothing ever traps.
-
-        x86 ``idiv`` traps on a zero divisor and on INT_MIN / -1, so both are steered to a
-        divisor of 1 and their results chosen by select. A constant positive divisor skips
-        that, leaving LLVM free to turn the division into multiplies and shifts.
-        """
-        bld = self.b
-        zero, one = self._const_like(a.type, 0), self._const_like(a.type, 1)
-        if not dt.is_signed:
-            if const_b is not None and const_b != 0:
-                return bld.urem(a, b) if want_mod else bld.udiv(a, b)
-            if const_b == 0:
-                return zero
-            is_zero = bld.icmp_unsigned("==", b, zero)
-            safe = bld.select(is_zero, one, b)
-            out = bld.urem(a, safe) if want_mod else bld.udiv(a, safe)
-            return bld.select(is_zero, zero, out)
-        if const_b == 0:
-            return zero
-        if const_b == -1:
-            return zero if want_mod else bld.sub(zero, a)
-        if const_b is not None and const_b > 0:
-            q, r = bld.sdiv(a, b), bld.srem(a, b)
-            negative = bld.icmp_signed("<", r, zero)  # remainder's sign differs from b's
-            if want_mod:
-                return bld.select(negative, bld.add(r, b), r)
-            return bld.select(negative, bld.sub(q, one), q)
-        minus_one = self._const_like(a.type, -1)
-        is_zero = bld.icmp_signed("==", b, zero)
-        is_minus_one = bld.icmp_signed("==", b, minus_one)
-        safe = bld.select(bld.or_(is_zero, is_minus_one), one, b)
-        q, r = bld.sdiv(a, safe), bld.srem(a, safe)
-        # Floor: when the remainder is nonzero and its sign differs from the divisor's.
-        adjust = bld.and_(bld.icmp_signed("!=", r, zero),
-                          bld.icmp_signed("<", bld.xor(r, safe), zero))
-        if want_mod:
-            out = bld.select(adjust, bld.add(r, safe), r)
-            return bld.select(bld.or_(is_zero, is_minus_one), zero, out)
-        out = bld.select(adjust, bld.sub(q, one), q)
-        out = bld.select(is_minus_one, bld.sub(zero, a), out)
-        return bld.select(is_zero, zero, out)
-
-    def expr_UnOp(self, e):
-        dt = e.a.dtype
-        a = self.expr(e.a)
-        if e.op == "not":
-            return self.b.xor(a, self._const_like(a.type, -1 if not dt.is_bool else 1))
-        if e.op == "neg":
-            if dt.name == "bfloat16":
-                return self.b.xor(a, self._const_like(a.type, -0x8000))  # flip the sign bit
-            if dt.is_float:
-                return self.b.fneg(a)
-            return self.b.sub(self._const_like(a.type, 0), a)
-        raise AssertionError(f"internal error: unary {e.op}")
-
-    def expr_Select(self, e):
-        cond, t, f = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
-        lanes = e.dtype.lanes
-        if e.cond.dtype.lanes > 1 and lanes == 1:
-            raise AssertionError(f"internal error: vector condition with scalar values: {e}")
-        if e.cond.dtype.lanes == 1 and lanes > 1:
-            cond = self._splat(cond, lanes)
-        return self.b.select(cond, t, f)
-
-    # ------------------------------------------------------------------ casts
-
-    def expr_Cast(self, e):
-        return self._cast(self.expr(e.value), e.value.dtype, e.dtype)
-
-    def _cast(self, v, src: DType, dst: DType):
-        bld = self.b
-        lanes = src.lanes
-        se, de = src.element(), dst.element()
-        if se == de:
-            return v
-        dst_ty = reg_type(de.with_lanes(lanes))
-        if de.is_bool:
-            if se.is_float:
-                v = self._to_f32(v, src) if se.name in ("float16", "bfloat16") else v
-                return bld.fcmp_unordered("!=", v, self._const_like(v.type, 0.0))
-            return bld.icmp_unsigned("!=", v, self._const_like(v.type, 0))
-        if se.is_bool or se.is_int:
-            unsigned = se.is_bool or se.is_unsigned
-            if de.is_int:
-                sw, dw = (1 if se.is_bool else se.bits), de.bits
-                if dw < sw:
-                    return bld.trunc(v, dst_ty)
-                if dw == sw:
-                    return v
-                return bld.zext(v, dst_ty) if unsigned else bld.sext(v, dst_ty)
-            if de.name in ("float32", "float64"):
-                return bld.uitofp(v, dst_ty) if unsigned else bld.sitofp(v, dst_ty)
-            # Narrow floats: through float32 (exact for every int that fits in a half).
-            f32 = reg_type(T.float32.with_lanes(lanes))
-            wide = bld.uitofp(v, f32) if unsigned else bld.sitofp(v, f32)
-            return self._from_f32(wide, de.with_lanes(lanes))
-        # se is a float from here on.
-        if de.is_int:
-            if se.name in ("float16", "bfloat16"):
-                v = self._to_f32(v, src)
-            kind = "fptoui" if de.is_unsigned else "fptosi"
-            # The saturating forms: NaN -> 0 and out-of-range values clamp; never poison.
-            fn = self._intrinsic(f"llvm.{kind}.sat.{_mangle(dst_ty)}.{_mangle(v.type)}", dst_ty,
-                                 [v.type])
-            return bld.call(fn, [v])
-        if se.name in ("float16", "bfloat16"):
-            v = self._to_f32(v, src)
-            se = T.float32
-        if de.name == "float64":
-            return bld.fpext(v, dst_ty)
-        if de.name == "float32":
-            return bld.fptrunc(v, dst_ty) if se.name == "float64" else v
-        if se.name == "float64":
-            # Round to odd into float32, then to nearest-even below: correctly rounded.
-            v = RT.f64_to_f32_round_to_odd(bld, self.module, v)
-        return self._from_f32(v, de.with_lanes(lanes))
-
-    def _to_f32(self, v, dt: DType):
-        """A float16 / bfloat16 value widened to float32 (exact)."""
-        lanes = dt.lanes
-        f32 = reg_type(T.float32.with_lanes(lanes))
-        if dt.name == "float16":
-            return self.b.fpext(v, f32)
-        if dt.name == "bfloat16":
-            i32 = reg_type(T.int32.with_lanes(lanes))
-            bits = self.b.shl(self.b.zext(v, i32), self._const_like(i32, 16))
-            return self.b.bitcast(bits, f32)
-        return v
-
-    def _from_f32(self, v, dt: DType):
-        """A float32 value rounded (nearest-even) to float16 / bfloat16."""
-        lanes = dt.lanes
-        if dt.name == "float16":
-            return self.b.fptrunc(v, reg_type(dt))
-        if dt.name == "bfloat16":
-            bld = self.b
-            i32 = reg_type(T.int32.with_lanes(lanes))
-            bits = bld.bitcast(v, i32)
-            c = lambda x: self._const_like(i32, x)  # noqa: E731
-            bias = bld.add(c(0x7FFF), bld.and_(bld.lshr(bits, c(16)), c(1)))
-            rounded = bld.lshr(bld.add(bits, bias), c(16))
-            # A NaN keeps its upper bits and is made quiet, so it cannot round to infinity.
-            is_nan = bld.fcmp_unordered("uno", v, v)
-            quiet = bld.or_(bld.lshr(bits, c(16)), c(0x40))
-            return bld.trunc(bld.select(is_nan, quiet, rounded), reg_type(dt))
-        return v
-
-    def _coerce_int(self, v, src: DType, dst: DType):
-        """An integer value of ``src`` converted to ``dst``'s width (loop bounds, vars)."""
-        if reg_type(src) == reg_type(dst) or not (src.is_int and dst.is_int):
-            return v
-        return self._cast(v, src, dst.with_lanes(src.lanes))
-
-    # ------------------------------------------------------------------ math
-
-    _LLVM_MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "sin": "sin", "cos": "cos",
-                  "floor": "floor", "ceil": "ceil", "abs": "fabs", "pow": "pow"}
-    _LIBM = {"tanh", "erf"}
-
-    def expr_Call(self, e):
-        dt = e.dtype
-        args = [self.expr(a) for a in e.args]
-        if e.name == "abs" and not dt.is_float:
-            a = args[0]
-            if dt.is_unsigned or dt.is_bool:
-                return a
-            zero = self._const_like(a.type, 0)
-            return self.b.select(self.b.icmp_signed("<", a, zero), self.b.sub(zero, a), a)
-        if not dt.is_float:
-            raise AssertionError(f"internal error: {e.name} of the non-float type {dt}")
-        narrow = dt.name in ("float16", "bfloat16")
-        if narrow:
-            args = [self._to_f32(a, x.dtype) for a, x in zip(args, e.args)]
-        out = self._math(e.name, args)
-        return self._from_f32(out, dt) if narrow else out
-
-    def _math(self, name, args):
-        if name == "rsqrt":
-            s = self._math1("sqrt", args[0])
-            return self.b.fdiv(self._const_like(s.type, 1.0), s)
-        if name in self._LIBM:
-            return self._libm_per_lane(name, args[0])
-        if name not in self._LLVM_MATH:
-            raise AssertionError(f"internal error: unknown math function {name}")
-        ty = args[0].type
-        fn = self._intrinsic(f"llvm.{self._LLVM_MATH[name]}.{_mangle(ty)}", ty, [ty] * len(args))
-        return self.b.call(fn, args)
-
-    def _math1(self, name, a):
-        return self._math(name, [a])
-
-    def _libm_per_lane(self, name, a):
-        """A libm function (``tanhf``/``tanh``, ``erff``/``erf``), called once per lane."""
-        elem = a.type.element if isinstance(a.type, ir.VectorType) else a.type
-        cname = name + ("f" if elem == F32 else "")
-        fn = self._c_function(cname, ir.FunctionType(elem, [elem]))
-        if not isinstance(a.type, ir.VectorType):
-            return self.b.call(fn, [a])
-        out = ir.Constant(a.type, ir.Undefined)
-        for lane in range(a.type.count):
-            x = self.b.extract_element(a, I32(lane))
-            out = self.b.insert_element(out, self.b.call(fn, [x]), I32(lane))
-        return out
-
-
-def mem_type_bytes(dt: DType) -> int:
-    """Bytes of one element of ``dt`` in memory (the natural alignment of its accesses)."""
-    return 1 if dt.is_bool else max(1, dt.bits // 8)
 
 
 def _names_used(stmt):

@@ -73,6 +73,31 @@ def test_maximum_of_all_negative_and_minimum_of_all_large():
     np.testing.assert_array_equal(row_reduce(sl.minimum, b), b.min(axis=1))
 
 
+def test_maximum_minimum_identities_at_type_extremes():
+    u = np.array([[2**64 - 1, 2**63 + 5], [2**63, 2**63 + 1]], np.uint64)
+    np.testing.assert_array_equal(row_reduce(sl.minimum, u, sl.uint64), u.min(1))
+    np.testing.assert_array_equal(row_reduce(sl.maximum, u, sl.uint64), u.max(1))
+    s = np.array([[-2**63, -2**63 + 1], [2**63 - 1, 0]], np.int64)
+    np.testing.assert_array_equal(row_reduce(sl.minimum, s, sl.int64), s.min(1))
+    np.testing.assert_array_equal(row_reduce(sl.maximum, s, sl.int64), s.max(1))
+    f = np.array([[-np.inf, -np.inf, -np.inf], [np.inf, np.inf, np.inf], [-3e38, -np.inf, 1]],
+                 np.float32)
+    np.testing.assert_array_equal(row_reduce(sl.maximum, f), f.max(1))
+    np.testing.assert_array_equal(row_reduce(sl.minimum, f), f.min(1))
+    np.testing.assert_array_equal(row_reduce(sl.argmax, f), f.argmax(1))
+    np.testing.assert_array_equal(row_reduce(sl.argmin, f), f.argmin(1))
+    h = np.array([[-60000, -65504], [1, 2]], np.float16)
+    np.testing.assert_array_equal(row_reduce(sl.maximum, h, sl.float16), h.max(1))
+    np.testing.assert_array_equal(row_reduce(sl.minimum, -h, sl.float16), (-h).min(1))
+
+
+def test_argmax_argmin_small_int_types():
+    u = np.array([[0, 0, 0], [255, 255, 3], [1, 7, 7]], np.uint8)
+    np.testing.assert_array_equal(row_reduce(sl.argmax, u, sl.uint8), u.argmax(1))
+    s = np.array([[127, 127], [-128, -128], [5, -3]], np.int8)
+    np.testing.assert_array_equal(row_reduce(sl.argmin, s, sl.int8), s.argmin(1))
+
+
 @pytest.mark.parametrize("sl_t,np_t", [(sl.float32, np.float32), (sl.int32, np.int32)],
                          ids=["f32", "i32"])
 def test_argmax_argmin_with_ties_pick_lowest_index(sl_t, np_t):
@@ -254,8 +279,6 @@ def test_rdom_with_symbolic_lo_and_extent():
     np.testing.assert_array_equal(kern(A=b), [b.sum(), 2 * b.sum()])
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: sl.assume on a Param (lo >= 0) is ignored by the "
-                                       "compile-time bounds check of Input reads")
 def test_rdom_with_param_lo_and_assume():
     A = sl.Input("A", sl.int32, ("Nlo",))
     lo = sl.Param("lo", sl.int32)
@@ -410,6 +433,19 @@ def test_reduction_inside_intermediate_func_used_twice():
     a = rng_for(22).uniform(1, 2, (3, 4)).astype(np.float32)
     rs = a.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(sl.compile(f)(A=a), a / rs + rs, rtol=1e-5)
+
+
+def test_root_reduction_consumed_at_offsets():
+    A = sl.Input("A", sl.float32, ("N",))
+    i = sl.Var("i")
+    r = sl.RDom((0, 3), name="r")
+    h = sl.Func("h")  # no shape: its region comes from bounds inference
+    h[i] = sl.sum(A[i + r])
+    f = sl.Func("f", shape=(A.shape[0] - 4,))
+    f[i] = h[i] + h[i + 2] * 10.0
+    a = np.arange(1, 10, dtype=np.float32) ** 2
+    hh = np.convolve(a, np.ones(3), "valid")
+    np.testing.assert_allclose(sl.compile(f)(A=a), hh[:-2] + 10 * hh[2:], rtol=1e-6)
 
 
 # --- symbolic size arithmetic -----------------------------------------------------------------------

@@ -189,18 +189,13 @@ def test_int_literal_that_does_not_fit_is_algorithm_error(name, lit):
     assert name in msg, msg
 
 
-BUG_FLOAT_LIT_INT32 = pytest.mark.xfail(
-    strict=True, reason="BUG: float literal next to an int32 expression gives float64, not float32")
-BUG_FLOAT_LIT_INT64 = pytest.mark.xfail(
-    strict=True, reason="BUG: float literal next to an (u)int64 expression raises AlgorithmError "
-                        "instead of giving float32")
 
 
 @pytest.mark.parametrize("name", ["int8", "uint8", "int16", "uint16",
-                                  pytest.param("int32", marks=BUG_FLOAT_LIT_INT32),
-                                  pytest.param("uint32", marks=BUG_FLOAT_LIT_INT32),
-                                  pytest.param("int64", marks=BUG_FLOAT_LIT_INT64),
-                                  pytest.param("uint64", marks=BUG_FLOAT_LIT_INT64)])
+                                  "int32",
+                                  "uint32",
+                                  "int64",
+                                  "uint64"])
 def test_float_literal_next_to_int_is_float32(name):
     np_t = dict(ALL_DTYPES)[name]
     a = np.array([0, 1, 2, 7, 100], dtype=np_t)
@@ -210,6 +205,16 @@ def test_float_literal_next_to_int_is_float32(name):
     out = elementwise(lambda x: 0.25 + x, a, dtypes=[dt(name)])
     assert out.dtype == np.float32
     np.testing.assert_array_equal(out, a.astype(np.float32) + np.float32(0.25))
+
+
+@pytest.mark.parametrize("name", ["int8", "uint16",
+                                  "int32"])
+def test_float_literal_in_select_next_to_int_is_float32(name):
+    np_t = dict(ALL_DTYPES)[name]
+    a = np.array([3, 0, 7, 1], dtype=np_t)
+    out = elementwise(lambda x: sl.select(x > 2, 1.5, x), a, dtypes=[dt(name)])
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, np.where(a > 2, 1.5, a).astype(np.float32))
 
 
 def test_float_literal_next_to_float16_keeps_float16():
@@ -275,7 +280,6 @@ def test_vars_are_int32():
     np.testing.assert_array_equal(out, np.arange(6, dtype=np.int32) * 3 - 4)
 
 
-@BUG_FLOAT_LIT_INT32
 def test_var_times_float_literal_is_float32():
     i = sl.Var("i")
     g = sl.Func("g", shape=(6,))
@@ -380,6 +384,52 @@ def test_storing_int32_into_uint8_func_via_update_is_algorithm_error():
     with pytest.raises(sl.AlgorithmError, match="int32"):
         g[i] = B[i]
         sl.compile(g)
+
+
+def test_storing_float_into_int_func_via_update_is_algorithm_error():
+    A = sl.Input("A", sl.int32, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("scaled", shape=(A.shape[0],))
+    f[i] = A[i]
+    with pytest.raises(sl.AlgorithmError) as ei:
+        f[i] = f[i] * 2.5
+        sl.compile(f)
+    msg = str(ei.value)
+    assert "scaled" in msg and "int32" in msg and "float" in msg, msg
+
+
+def test_storing_float_literal_into_int_func_is_algorithm_error():
+    A = sl.Input("A", sl.int32, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = A[i]
+    with pytest.raises(sl.AlgorithmError, match="int32"):
+        f[i] = 2.5
+        sl.compile(f)
+
+
+def test_explicit_cast_makes_a_lossy_update_legal():
+    A = sl.Input("A", sl.float32, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = A[i]
+    f[i] = sl.cast(sl.float32, sl.cast(sl.float64, f[i]) * 2.0)
+    a = np.array([0.5, 1.0, -3.0], np.float32)
+    out = sl.compile(f)(A=a)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, a * 2)
+
+
+def test_storing_int16_into_float32_func_is_lossless():
+    A = sl.Input("A", sl.float32, ("N",))
+    I = sl.Input("I", sl.int16, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = A[i]
+    f[i] = I[i]
+    out = sl.compile(f)(A=np.zeros(3, np.float32), I=np.array([7, -8, 32767], np.int16))
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, [7, -8, 32767])
 
 
 def test_update_storing_a_narrower_type_widens_implicitly():
@@ -611,6 +661,65 @@ def test_literal_that_does_not_fit_in_min_is_algorithm_error():
     with pytest.raises(sl.AlgorithmError, match="300"):
         f[i] = sl.min(X[i], 300)
         sl.compile(f)
+
+
+def test_cast_large_float_to_unsigned():
+    a = np.array([3e9, 4.2e9, 1.5], np.float32)
+    out = cast_kernel(sl.float32, sl.uint32, a)
+    np.testing.assert_array_equal(out, np.array([3000000000, 4200000000, 1], np.uint32))
+    b = np.array([1e19, 1.5e19, 2.5], np.float64)
+    out = cast_kernel(sl.float64, sl.uint64, b)
+    np.testing.assert_array_equal(out, np.array([10**19, 15 * 10**18, 2], np.uint64))
+
+
+def test_cast_large_unsigned_to_float():
+    a = np.array([2**64 - 1, 2**63 + 2**11, 5], np.uint64)
+    np.testing.assert_array_equal(cast_kernel(sl.uint64, sl.float64, a), a.astype(np.float64))
+    np.testing.assert_array_equal(cast_kernel(sl.uint64, sl.float32, a), a.astype(np.float32))
+
+
+def test_cast_float64_to_float16_rounds_once():
+    # 1 + 2**-11 + 2**-40 lies just above a float16 tie: rounding directly gives 1 + 2**-10,
+    # rounding through float32 first would lose the 2**-40 and tie down to 1.0
+    a = np.array([1 + 2.0**-11 + 2.0**-40, 1 + 2.0**-11, 3 + 2.0**-10 + 2.0**-45])
+    out = cast_kernel(sl.float64, sl.float16, a)
+    np.testing.assert_array_equal(out, np.array([1 + 2.0**-10, 1.0, 3 + 2.0**-9], np.float16))
+
+
+def test_cast_float64_to_bfloat16_rounds_once():
+    a = np.array([1 + 2.0**-8 + 2.0**-40, 1 + 2.0**-8, 1 + 3 * 2.0**-8])
+    out = cast_kernel(sl.float64, sl.bfloat16, a)
+    np.testing.assert_array_equal(out, np.array([0x3F81, 0x3F80, 0x3F82], np.uint16))
+
+
+def test_cast_between_float16_and_bfloat16():
+    h = np.array([1.0, 1 + 2.0**-8, 1 + 3 * 2.0**-8, 65504], np.float16)
+    out = cast_kernel(sl.float16, sl.bfloat16, h)
+    np.testing.assert_array_equal(out, f32_to_bf16_bits(h.astype(np.float32)))
+    bits = np.array([0x3F81, 0x4780, 0x3F80], np.uint16)  # 1.0078125, 65536, 1.0
+    out = cast_kernel(sl.bfloat16, sl.float16, bits)
+    assert out.dtype == np.float16
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(out, bf16_bits_to_f32(bits).astype(np.float16))
+
+
+def test_cast_int_to_float16():
+    a = np.array([2049, 2051, 70000, -65520, 65519, -7], np.int32)
+    out = cast_kernel(sl.int32, sl.float16, a)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(out, a.astype(np.float16))
+
+
+def test_cast_float16_to_int_truncates():
+    a = np.array([-2.5, 2.75, 1000.5, -0.75], np.float16)
+    np.testing.assert_array_equal(cast_kernel(sl.float16, sl.int32, a), [-2, 2, 1000, 0])
+
+
+def test_cast_float_to_bool_is_nonzero():
+    a = np.array([0.0, -0.0, 0.5, -2.0], np.float32)
+    out = cast_kernel(sl.float32, sl.bool, a)
+    assert out.dtype == np.bool_
+    np.testing.assert_array_equal(out, [False, False, True, True])
 
 
 def test_cast_int_to_bool_is_nonzero():

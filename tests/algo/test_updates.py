@@ -309,3 +309,44 @@ def test_update_with_2d_rdom_on_the_left_transpose():
     f[r.y, r.x] = A[r.x, r.y] + f[r.y, r.x]
     a = np.arange(15, dtype=np.int32).reshape(3, 5)
     np.testing.assert_array_equal(sl.compile(f)(A=a), a.T)
+
+
+def test_scan_intermediate_consumed_at_offset():
+    A = sl.Input("A", sl.float32, ("N",))
+    x = sl.Var("x")
+    cs = sl.Func("cs")
+    cs[x] = A[x]
+    r = sl.RDom((1, A.shape[0] - 1), name="r")
+    cs[r] = cs[r - 1] + A[r]
+    g = sl.Func("g", shape=(A.shape[0] - 1,))
+    g[x] = cs[x + 1] - cs[x]
+    a = np.arange(1, 10, dtype=np.float32) ** 2
+    np.testing.assert_allclose(sl.compile(g)(A=a), a[1:], rtol=1e-6)
+
+
+def test_histogram_then_cumulative_histogram():
+    img = sl.Input("img", sl.uint8, ("H", "W"))
+    k = sl.Var("k")
+    hist = sl.Func("hist")
+    hist[k] = 0
+    rd = sl.RDom((0, img.shape[0]), (0, img.shape[1]), name="rd")
+    hist[sl.cast(sl.int32, img[rd.x, rd.y])] += 1
+    cdf = sl.Func("cdf", shape=(256,))
+    cdf[k] = hist[k]
+    s = sl.RDom((1, 255), name="s")
+    cdf[s] = cdf[s - 1] + hist[s]
+    im = rng_for(11).integers(0, 256, (5, 7)).astype(np.uint8)
+    np.testing.assert_array_equal(sl.compile(cdf)(img=im),
+                                  np.cumsum(np.bincount(im.ravel(), minlength=256)))
+
+
+def test_unclamped_scatter_is_rejected_not_written_out_of_bounds():
+    img = sl.Input("img", sl.int32, ("N",))
+    k = sl.Var("k")
+    hist = sl.Func("hist8", shape=(8,))
+    hist[k] = 0
+    r = sl.RDom(img.shape[0], name="r")
+    with pytest.raises(sl.SchedlangError) as ei:
+        hist[img[r]] += 1
+        sl.compile(hist)(img=np.array([1, 2, 100], np.int32))
+    assert "hist8" in str(ei.value)

@@ -1,0 +1,144 @@
+"""Pass: loop partitioning. A tail guard (``if x < extent``) inside a vectorized loop
+would make the whole loop run serially; instead, each enclosing loop whose variable the
+guard grows with is split into a steady part, where the guard provably holds for every
+inner iteration and is dropped, and a short tail that keeps it (as Halide does).
+Example: ``for xo in [0, (N+15)//16): vectorized for xi: if xo*16 + xi < N`` becomes
+``for xo in [0, N//16): <no guard>`` then ``for xo in [N//16, (N+15)//16): <guard>``.
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..algo import types as T
+from . import ir
+from .interval import Interval, Scope, bounds_of
+from .simplify import linear, from_linear, simplify
+
+
+def _conjuncts(c):
+    if isinstance(c, E.BinOp) and c.op == "and":
+        return _conjuncts(c.a) + _conjuncts(c.b)
+    return [c]
+
+
+def _and(cs):
+    out = None
+    for c in cs:
+        out = c if out is None else E.BinOp("and", out, c)
+    return out
+
+
+def _i64(e):
+    return e if e.dtype == T.int64 else E.Cast(T.int64, e)
+
+
+def _threshold(conj, var, scope):
+    """The first value of ``var`` for which ``conj`` may fail for some inner iteration
+    (the conjunct holds for every smaller value), or None when it does not grow with var."""
+    if not (isinstance(conj, E.BinOp) and conj.op in ("lt", "le") and conj.a.dtype.is_int
+            and conj.a.dtype.lanes == 1):
+        return None
+    diff = bounds_of(simplify(_i64(conj.a) - _i64(conj.b)), scope).hi
+    if diff is None:
+        return None
+    terms, const = linear(simplify(diff))
+    coeff, rest = 0, {}
+    for k, (c, x) in terms.items():
+        if isinstance(x, E.Var) and x.name == var:
+            coeff += c
+        else:
+            if var in ir.expr_vars(x):
+                return None
+            rest[k] = [c, x]
+    if coeff <= 0:
+        return None
+    r = from_linear(rest, const, T.int64)
+    # holds while coeff*var + r <= limit, limit = -1 for '<' and 0 for '<='
+    limit = -1 if conj.op == "lt" else 0
+    return simplify(E.BinOp("floordiv", E.BinOp("sub", E.Const(limit, T.int64), r),
+                            E.Const(coeff, T.int64)) + 1)
+
+
+class _Partitioner:
+    def __init__(self):
+        self.scope = Scope()
+
+    def stmt(self, s, in_vector=False):
+        if s is None:
+            return None
+        if isinstance(s, ir.Block):
+            return ir.make_block([self.stmt(c, in_vector) for c in s.stmts])
+        if isinstance(s, ir.For):
+            if s.kind in ("serial", "parallel") and not in_vector:
+                done = self.partition(s)
+                if done is not None:
+                    return done
+            self.scope.push(s.var, Interval(s.min, simplify(s.min + s.extent - 1)))
+            body = self.stmt(s.body, in_vector or s.kind == "vectorized")
+            self.scope.pop(s.var)
+            return s.replace(body=body)
+        if isinstance(s, ir.LetStmt):
+            self.scope.push(s.var, bounds_of(s.value, self.scope) if s.value.dtype.is_int
+                            else Interval(None, None))
+            body = self.stmt(s.body, in_vector)
+            self.scope.pop(s.var)
+            return s.replace(body=body)
+        kw = {f: self.stmt(getattr(s, f), in_vector) for f in s.children}
+        return s.replace(**kw) if kw else s
+
+    def partition(self, loop):
+        """Split ``loop`` if a guard inside a vectorized loop below it grows with its var."""
+        found = []   # (conjunct key, threshold)
+
+        def walk(s, in_vector):
+            if s is None:
+                return
+            if isinstance(s, ir.Block):
+                for c in s.stmts:
+                    walk(c, in_vector)
+                return
+            if isinstance(s, ir.For):
+                self.scope.push(s.var, Interval(s.min, simplify(s.min + s.extent - 1)))
+                walk(s.body, in_vector or s.kind == "vectorized")
+                self.scope.pop(s.var)
+                return
+            if isinstance(s, ir.LetStmt):
+                self.scope.push(s.var, bounds_of(s.value, self.scope) if s.value.dtype.is_int
+                                else Interval(None, None))
+                walk(s.body, in_vector)
+                self.scope.pop(s.var)
+                return
+            if isinstance(s, ir.IfThenElse) and s.else_ is None and in_vector:
+                for c in _conjuncts(s.cond):
+                    t = _threshold(c, loop.var, self.scope)
+                    if t is not None:
+                        found.append((E.structural_key(c), t))
+            for f in s.children:
+                walk(getattr(s, f), in_vector)
+        walk(loop.body, loop.kind == "vectorized")
+        if not found:
+            return None
+        keys = {k for k, _ in found}
+        end = found[0][1]
+        for _, t in found[1:]:
+            end = E.BinOp("min", end, t)
+        hi = simplify(loop.min + loop.extent)
+        split = simplify(E.BinOp("max", loop.min, E.BinOp("min", end, hi)))
+
+        def drop(s):
+            if isinstance(s, ir.IfThenElse) and s.else_ is None:
+                keep = [c for c in _conjuncts(s.cond) if E.structural_key(c) not in keys]
+                then = ir.map_stmt(s.then, drop)
+                return then if not keep else ir.IfThenElse(_and(keep), then)
+            return None
+        steady = loop.replace(extent=simplify(split - loop.min),
+                              body=ir.map_stmt(loop.body, drop))
+        tail = loop.replace(min=split, extent=simplify(hi - split))
+        self.scope.push(loop.var, Interval(loop.min, simplify(hi - 1)))
+        steady = steady.replace(body=self.stmt(steady.body))
+        tail = tail.replace(body=self.stmt(tail.body))
+        self.scope.pop(loop.var)
+        return ir.make_block([steady, tail])
+
+
+def partition_loops(stmt, ctx):
+    return _Partitioner().stmt(stmt)

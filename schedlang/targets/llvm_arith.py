@@ -1,0 +1,339 @@
+"""Expression arithmetic of the LLVM code generator, as a mixin of ``LLVMCodegen``.
+
+``ArithmeticCodegen`` holds the ``expr_*`` methods for operators (``BinOp``, ``UnOp``,
+``Select``), casts (``Cast``, float16 / bfloat16 through float32) and math calls
+(``Call``: LLVM intrinsics, or libm once per lane). It relies on the host class for
+``self.b`` (the current ``ir.IRBuilder``), ``self.module``, ``self.expr``,
+``self._const_like``, ``self._splat``, ``self._intrinsic`` and ``self._c_function``.
+Example::
+
+    class LLVMCodegen(ArithmeticCodegen):
+        ...
+    gen = LLVMCodegen("k", args)
+    v = gen._cast(value, T.float64, T.bfloat16)   # correctly rounded, inside generate()
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..algo import expr as E
+from ..algo import types as T
+from ..algo.types import DType
+from . import llvm_runtime as RT
+from .llvm_types import F32, I32, _const_int, _is_f32_or_f64, _mangle, reg_type
+
+
+class ArithmeticCodegen:
+    """``expr_BinOp`` / ``expr_UnOp`` / ``expr_Select`` / ``expr_Cast`` / ``expr_Call`` and
+    their helpers (``_cast``, ``_to_f32``, ``_from_f32``, ``_minmax``, ``_math`` ...)."""
+
+    # ------------------------------------------------------------------ operators
+
+    def expr_BinOp(self, e):
+        op, dt = e.op, e.a.dtype
+        if op in ("and", "or"):
+            a, b = self.expr(e.a), self.expr(e.b)
+            return self.b.and_(a, b) if op == "and" else self.b.or_(a, b)
+        if dt.is_float and _is_f32_or_f64(dt) and op in ("add", "sub"):
+            fused = self._try_fmuladd(e)
+            if fused is not None:
+                return fused
+        a, b = self.expr(e.a), self.expr(e.b)
+        if dt.name in ("float16", "bfloat16"):
+            # Narrow floats compute in float32 and round once per operation.
+            wide = T.float32.with_lanes(dt.lanes)
+            out = self._float_binop(op, self._to_f32(a, dt), self._to_f32(b, dt), wide)
+            return out if op in E.CMP_OPS else self._from_f32(out, dt)
+        if dt.is_float:
+            return self._float_binop(op, a, b, dt)
+        return self._int_binop(op, a, b, dt, e.b)
+
+    def _try_fmuladd(self, e):
+        """``a*b + c`` (and the sub forms) as ``llvm.fmuladd``, so LLVM may fuse them."""
+        def is_mul(x):
+            return isinstance(x, E.BinOp) and x.op == "mul" and x.a.dtype == e.a.dtype
+
+        if is_mul(e.a):
+            mul, other, mul_first = e.a, e.b, True
+        elif is_mul(e.b):
+            mul, other, mul_first = e.b, e.a, False
+        else:
+            return None
+        x, y, c = self.expr(mul.a), self.expr(mul.b), self.expr(other)
+        if e.op == "sub":
+            if mul_first:
+                c = self.b.fneg(c)          # x*y - c
+            else:
+                x = self.b.fneg(x)          # c - x*y
+        fn = self._intrinsic(f"llvm.fmuladd.{_mangle(x.type)}", x.type, [x.type] * 3)
+        return self.b.call(fn, [x, y, c])
+
+    _FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+    def _float_binop(self, op, a, b, dt):
+        bld = self.b
+        if op == "add":
+            return bld.fadd(a, b, flags=("contract",))
+        if op == "sub":
+            return bld.fsub(a, b, flags=("contract",))
+        if op == "mul":
+            return bld.fmul(a, b, flags=("contract",))
+        if op == "div":
+            return bld.fdiv(a, b)
+        if op == "floordiv":
+            return self._math1("floor", bld.fdiv(a, b))
+        if op == "mod":
+            # Python's float modulo: a - floor(a / b) * b (takes the divisor's sign).
+            return bld.fsub(a, bld.fmul(self._math1("floor", bld.fdiv(a, b)), b))
+        if op in ("min", "max"):
+            return self._minmax(op, a, b, dt)
+        if op == "ne":
+            return bld.fcmp_unordered("!=", a, b)
+        if op in self._FCMP:
+            return bld.fcmp_ordered(self._FCMP[op], a, b)
+        raise AssertionError(f"internal error: {op} on {dt}")
+
+    def _minmax(self, op, a, b, dt):
+        """min/max as compare + select (``a < b ? a : b``), which maps to vminps/vpminsd."""
+        bld = self.b
+        cmp = "<" if op == "min" else ">"
+        if dt.is_float:
+            return bld.select(bld.fcmp_ordered(cmp, a, b), a, b)
+        if dt.is_signed:
+            return bld.select(bld.icmp_signed(cmp, a, b), a, b)
+        return bld.select(bld.icmp_unsigned(cmp, a, b), a, b)
+
+    def _int_binop(self, op, a, b, dt, b_expr):
+        bld = self.b
+        signed = dt.is_signed
+        if op == "add":
+            return bld.add(a, b)
+        if op == "sub":
+            return bld.sub(a, b)
+        if op == "mul":
+            return bld.mul(a, b)
+        if op in ("div", "floordiv", "mod"):
+            return self._int_divmod(op == "mod", a, b, dt, _const_int(b_expr))
+        if op in ("min", "max"):
+            return self._minmax(op, a, b, dt)
+        if op == "bitand":
+            return bld.and_(a, b)
+        if op == "bitor":
+            return bld.or_(a, b)
+        if op == "bitxor":
+            return bld.xor(a, b)
+        if op in ("shl", "shr"):
+            # The amount is taken modulo the width, so no shift is ever poison.
+            amount = bld.and_(b, self._const_like(b.type, dt.bits - 1))
+            if op == "shl":
+                return bld.shl(a, amount)
+            return bld.ashr(a, amount) if signed else bld.lshr(a, amount)
+        if op in self._FCMP:
+            pred = self._FCMP[op]
+            return bld.icmp_signed(pred, a, b) if signed else bld.icmp_unsigned(pred, a, b)
+        raise AssertionError(f"internal error: {op} on {dt}")
+
+    def _int_divmod(self, want_mod, a, b, dt, const_b):
+        """Python floor division / modulo; x // 0 == x % 0 == 0 and nothing ever traps.
+
+        x86 ``idiv`` traps on a zero divisor and on INT_MIN / -1, so both are steered to a
+        divisor of 1 and their results chosen by select. A constant positive divisor skips
+        that, leaving LLVM free to turn the division into multiplies and shifts.
+        """
+        bld = self.b
+        zero, one = self._const_like(a.type, 0), self._const_like(a.type, 1)
+        if not dt.is_signed:
+            if const_b is not None and const_b != 0:
+                return bld.urem(a, b) if want_mod else bld.udiv(a, b)
+            if const_b == 0:
+                return zero
+            is_zero = bld.icmp_unsigned("==", b, zero)
+            safe = bld.select(is_zero, one, b)
+            out = bld.urem(a, safe) if want_mod else bld.udiv(a, safe)
+            return bld.select(is_zero, zero, out)
+        if const_b == 0:
+            return zero
+        if const_b == -1:
+            return zero if want_mod else bld.sub(zero, a)
+        if const_b is not None and const_b > 0:
+            q, r = bld.sdiv(a, b), bld.srem(a, b)
+            negative = bld.icmp_signed("<", r, zero)  # remainder's sign differs from b's
+            if want_mod:
+                return bld.select(negative, bld.add(r, b), r)
+            return bld.select(negative, bld.sub(q, one), q)
+        minus_one = self._const_like(a.type, -1)
+        is_zero = bld.icmp_signed("==", b, zero)
+        is_minus_one = bld.icmp_signed("==", b, minus_one)
+        safe = bld.select(bld.or_(is_zero, is_minus_one), one, b)
+        q, r = bld.sdiv(a, safe), bld.srem(a, safe)
+        # Floor: when the remainder is nonzero and its sign differs from the divisor's.
+        adjust = bld.and_(bld.icmp_signed("!=", r, zero),
+                          bld.icmp_signed("<", bld.xor(r, safe), zero))
+        if want_mod:
+            out = bld.select(adjust, bld.add(r, safe), r)
+            return bld.select(bld.or_(is_zero, is_minus_one), zero, out)
+        out = bld.select(adjust, bld.sub(q, one), q)
+        out = bld.select(is_minus_one, bld.sub(zero, a), out)
+        return bld.select(is_zero, zero, out)
+
+    def expr_UnOp(self, e):
+        dt = e.a.dtype
+        a = self.expr(e.a)
+        if e.op == "not":
+            return self.b.xor(a, self._const_like(a.type, -1 if not dt.is_bool else 1))
+        if e.op == "neg":
+            if dt.name == "bfloat16":
+                return self.b.xor(a, self._const_like(a.type, -0x8000))  # flip the sign bit
+            if dt.is_float:
+                return self.b.fneg(a)
+            return self.b.sub(self._const_like(a.type, 0), a)
+        raise AssertionError(f"internal error: unary {e.op}")
+
+    def expr_Select(self, e):
+        cond, t, f = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
+        lanes = e.dtype.lanes
+        if e.cond.dtype.lanes > 1 and lanes == 1:
+            raise AssertionError(f"internal error: vector condition with scalar values: {e}")
+        if e.cond.dtype.lanes == 1 and lanes > 1:
+            cond = self._splat(cond, lanes)
+        return self.b.select(cond, t, f)
+
+    # ------------------------------------------------------------------ casts
+
+    def expr_Cast(self, e):
+        return self._cast(self.expr(e.value), e.value.dtype, e.dtype)
+
+    def _cast(self, v, src: DType, dst: DType):
+        bld = self.b
+        lanes = src.lanes
+        se, de = src.element(), dst.element()
+        if se == de:
+            return v
+        dst_ty = reg_type(de.with_lanes(lanes))
+        if de.is_bool:
+            if se.is_float:
+                v = self._to_f32(v, src) if se.name in ("float16", "bfloat16") else v
+                return bld.fcmp_unordered("!=", v, self._const_like(v.type, 0.0))
+            return bld.icmp_unsigned("!=", v, self._const_like(v.type, 0))
+        if se.is_bool or se.is_int:
+            unsigned = se.is_bool or se.is_unsigned
+            if de.is_int:
+                sw, dw = (1 if se.is_bool else se.bits), de.bits
+                if dw < sw:
+                    return bld.trunc(v, dst_ty)
+                if dw == sw:
+                    return v
+                return bld.zext(v, dst_ty) if unsigned else bld.sext(v, dst_ty)
+            if de.name in ("float32", "float64"):
+                return bld.uitofp(v, dst_ty) if unsigned else bld.sitofp(v, dst_ty)
+            # Narrow floats: through float32 (exact for every int that fits in a half).
+            f32 = reg_type(T.float32.with_lanes(lanes))
+            wide = bld.uitofp(v, f32) if unsigned else bld.sitofp(v, f32)
+            return self._from_f32(wide, de.with_lanes(lanes))
+        # se is a float from here on.
+        if de.is_int:
+            if se.name in ("float16", "bfloat16"):
+                v = self._to_f32(v, src)
+            kind = "fptoui" if de.is_unsigned else "fptosi"
+            # The saturating forms: NaN -> 0 and out-of-range values clamp; never poison.
+            fn = self._intrinsic(f"llvm.{kind}.sat.{_mangle(dst_ty)}.{_mangle(v.type)}", dst_ty,
+                                 [v.type])
+            return bld.call(fn, [v])
+        if se.name in ("float16", "bfloat16"):
+            v = self._to_f32(v, src)
+            se = T.float32
+        if de.name == "float64":
+            return bld.fpext(v, dst_ty)
+        if de.name == "float32":
+            return bld.fptrunc(v, dst_ty) if se.name == "float64" else v
+        if se.name == "float64":
+            # Round to odd into float32, then to nearest-even below: correctly rounded.
+            v = RT.f64_to_f32_round_to_odd(bld, self.module, v)
+        return self._from_f32(v, de.with_lanes(lanes))
+
+    def _to_f32(self, v, dt: DType):
+        """A float16 / bfloat16 value widened to float32 (exact)."""
+        lanes = dt.lanes
+        f32 = reg_type(T.float32.with_lanes(lanes))
+        if dt.name == "float16":
+            return self.b.fpext(v, f32)
+        if dt.name == "bfloat16":
+            i32 = reg_type(T.int32.with_lanes(lanes))
+            bits = self.b.shl(self.b.zext(v, i32), self._const_like(i32, 16))
+            return self.b.bitcast(bits, f32)
+        return v
+
+    def _from_f32(self, v, dt: DType):
+        """A float32 value rounded (nearest-even) to float16 / bfloat16."""
+        lanes = dt.lanes
+        if dt.name == "float16":
+            return self.b.fptrunc(v, reg_type(dt))
+        if dt.name == "bfloat16":
+            bld = self.b
+            i32 = reg_type(T.int32.with_lanes(lanes))
+            bits = bld.bitcast(v, i32)
+            c = lambda x: self._const_like(i32, x)  # noqa: E731
+            bias = bld.add(c(0x7FFF), bld.and_(bld.lshr(bits, c(16)), c(1)))
+            rounded = bld.lshr(bld.add(bits, bias), c(16))
+            # A NaN keeps its upper bits and is made quiet, so it cannot round to infinity.
+            is_nan = bld.fcmp_unordered("uno", v, v)
+            quiet = bld.or_(bld.lshr(bits, c(16)), c(0x40))
+            return bld.trunc(bld.select(is_nan, quiet, rounded), reg_type(dt))
+        return v
+
+    def _coerce_int(self, v, src: DType, dst: DType):
+        """An integer value of ``src`` converted to ``dst``'s width (loop bounds, vars)."""
+        if reg_type(src) == reg_type(dst) or not (src.is_int and dst.is_int):
+            return v
+        return self._cast(v, src, dst.with_lanes(src.lanes))
+
+    # ------------------------------------------------------------------ math
+
+    _LLVM_MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "sin": "sin", "cos": "cos",
+                  "floor": "floor", "ceil": "ceil", "abs": "fabs", "pow": "pow"}
+    _LIBM = {"tanh", "erf"}
+
+    def expr_Call(self, e):
+        dt = e.dtype
+        args = [self.expr(a) for a in e.args]
+        if e.name == "abs" and not dt.is_float:
+            a = args[0]
+            if dt.is_unsigned or dt.is_bool:
+                return a
+            zero = self._const_like(a.type, 0)
+            return self.b.select(self.b.icmp_signed("<", a, zero), self.b.sub(zero, a), a)
+        if not dt.is_float:
+            raise AssertionError(f"internal error: {e.name} of the non-float type {dt}")
+        narrow = dt.name in ("float16", "bfloat16")
+        if narrow:
+            args = [self._to_f32(a, x.dtype) for a, x in zip(args, e.args)]
+        out = self._math(e.name, args)
+        return self._from_f32(out, dt) if narrow else out
+
+    def _math(self, name, args):
+        if name == "rsqrt":
+            s = self._math1("sqrt", args[0])
+            return self.b.fdiv(self._const_like(s.type, 1.0), s)
+        if name in self._LIBM:
+            return self._libm_per_lane(name, args[0])
+        if name not in self._LLVM_MATH:
+            raise AssertionError(f"internal error: unknown math function {name}")
+        ty = args[0].type
+        fn = self._intrinsic(f"llvm.{self._LLVM_MATH[name]}.{_mangle(ty)}", ty, [ty] * len(args))
+        return self.b.call(fn, args)
+
+    def _math1(self, name, a):
+        return self._math(name, [a])
+
+    def _libm_per_lane(self, name, a):
+        """A libm function (``tanhf``/``tanh``, ``erff``/``erf``), called once per lane."""
+        elem = a.type.element if isinstance(a.type, ir.VectorType) else a.type
+        cname = name + ("f" if elem == F32 else "")
+        fn = self._c_function(cname, ir.FunctionType(elem, [elem]))
+        if not isinstance(a.type, ir.VectorType):
+            return self.b.call(fn, [a])
+        out = ir.Constant(a.type, ir.Undefined)
+        for lane in range(a.type.count):
+            x = self.b.extract_element(a, I32(lane))
+            out = self.b.insert_element(out, self.b.call(fn, [x]), I32(lane))
+        return out

@@ -1,0 +1,308 @@
+"""The LLVM backend's target setup, JIT, machine-code disk cache and argument packing.
+
+``_resolve_target("llvm")`` gives the host CPU and its features (``"llvm:<cpu>"`` a named
+CPU); ``_jit(ir_text, name, cpu, features, triple)`` optimizes the IR at O3, compiles it
+with MCJIT and returns an ``LLVMKernelModule``. Machine code is cached on disk under
+``$SCHEDLANG_CACHE/llvm/`` (default ``~/.cache/schedlang/llvm/``), keyed by the
+unoptimized IR, so a second process skips the optimizer (``OPTIMIZER_RUNS`` counts the
+optimizer runs in this process). ``pack_args`` builds the argument array a kernel reads.
+Example::
+
+    cpu, features = _resolve_target("llvm")
+    mod = _jit(ir_text, "k", cpu, features, llvm.get_process_triple())
+    argv = pack_args(args, {"a": a, "n": a.size}); rc = mod.call(argv.ctypes.data, 4)
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import sys
+import tempfile
+import threading
+
+import llvmlite
+import llvmlite.binding as llvm
+import numpy as np
+
+from ..errors import ArgumentError, CompileError
+
+__all__ = ["LLVMKernelModule", "pack_args", "float32_to_bfloat16_bits", "OPTIMIZER_RUNS"]
+
+# Bumped when the way machine code is produced changes without changing the IR text.
+_CACHE_FORMAT = 1
+
+# Counts optimizer runs in this process (a cache hit does not run it).
+OPTIMIZER_RUNS = 0
+
+_LLVM_LOCK = threading.RLock()
+
+
+# ============================================================================ public API
+
+class LLVMKernelModule:
+    """A JIT-compiled kernel: ``source`` (optimized LLVM IR), ``address``, ``call``.
+
+    The object owns the execution engine holding the machine code; the code stays valid as
+    long as the object is alive. ``from_cache`` tells whether the machine code was loaded
+    from the disk cache (the optimizer did not run). ``call(args_address, nthreads)`` runs
+    the kernel through ctypes, which releases the GIL, and returns its status: 0 on success,
+    an ``Assert`` code, or 2 when an allocation failed.
+    """
+
+    def __init__(self, name, source, address, engine, from_cache, cpu, features):
+        self.name, self.source, self.address = name, source, address
+        self.from_cache, self.cpu, self.features = from_cache, cpu, features
+        self._engine = engine  # keeps the machine code mapped
+        self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)(address)
+
+    def call(self, args_address: int, nthreads: int) -> int:
+        """Run the kernel on the uint64 argument array at ``args_address``; returns its status."""
+        return int(self._fn(ctypes.c_void_p(args_address), int(nthreads)))
+
+    def __repr__(self):
+        return f"<LLVMKernelModule {self.name} cpu={self.cpu} from_cache={self.from_cache}>"
+
+
+
+def pack_args(args: list, values: dict) -> np.ndarray:
+    """The uint64 argument array for a kernel compiled from ``args``, filled from ``values``.
+
+    ``values`` maps each argument name to a C-contiguous numpy array of the argument's dtype
+    (bfloat16 buffers are uint16 arrays) or an int address, for buffers; and to a Python or
+    numpy number, for scalars. A scalar of dtype T is stored as
+    ``np.array([v], dtype=T.numpy).view(np.uint8)`` copied into the first bytes of its
+    8-byte slot; a bfloat16 scalar given as a number is rounded to nearest-even, one given
+    as a ``np.uint16`` is taken as the raw bits. The caller keeps the arrays alive while
+    the kernel runs.
+    """
+    out = np.zeros(len(args), dtype=np.uint64)
+    raw = out.view(np.uint8)
+    for i, arg in enumerate(args):
+        if arg.name not in values:
+            raise ArgumentError(f"no value for the kernel argument {arg.name!r}")
+        v = values[arg.name]
+        if arg.kind == "buffer":
+            out[i] = _buffer_address(arg, v)
+        else:
+            data = _scalar_bytes(arg, v)
+            raw[8 * i: 8 * i + data.size] = data
+    return out
+
+
+# ===================================================================== argument packing
+
+def _buffer_address(arg, v) -> int:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return int(v)
+    if not isinstance(v, np.ndarray):
+        raise ArgumentError(f"the buffer argument {arg.name!r} needs a numpy array, got "
+                            f"{type(v).__name__}")
+    if v.dtype != arg.dtype.numpy:
+        raise ArgumentError(f"the buffer argument {arg.name!r} has dtype {v.dtype}; the kernel "
+                            f"expects {arg.dtype.numpy} ({arg.dtype.name})")
+    if not v.flags.c_contiguous:
+        raise ArgumentError(f"the buffer argument {arg.name!r} is not C-contiguous; pass "
+                            "np.ascontiguousarray(...)")
+    return v.ctypes.data
+
+
+def _scalar_bytes(arg, v) -> np.ndarray:
+    dt = arg.dtype.element()
+    try:
+        if dt.name == "bfloat16" and not isinstance(v, np.uint16):
+            arr = float32_to_bfloat16_bits(np.array([v], dtype=np.float32))
+        else:
+            arr = np.array([v], dtype=dt.numpy)
+    except (OverflowError, ValueError, TypeError) as exc:
+        raise ArgumentError(f"the scalar argument {arg.name!r} ({dt.name}) cannot hold "
+                            f"{v!r}: {exc}") from None
+    return arr.view(np.uint8)
+
+
+def float32_to_bfloat16_bits(x) -> np.ndarray:
+    """bfloat16 bits (uint16) of float32 values, rounded to nearest-even; NaN stays NaN."""
+    x = np.asarray(x, dtype=np.float32)
+    bits = x.view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    quiet_nan = (bits >> 16) | 0x40
+    return np.where(np.isnan(x), quiet_nan, rounded).astype(np.uint16)
+
+
+# ========================================================================= target setup
+
+_INITIALIZED = False
+_KNOWN_CPUS = None
+
+
+def _init_llvm():
+    global _INITIALIZED
+    if not _INITIALIZED:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _INITIALIZED = True
+
+
+def _resolve_target(target: str):
+    """(cpu name, feature string) of a target string ``llvm`` or ``llvm:<cpu>``."""
+    if target == "llvm":
+        _init_llvm()
+        try:
+            features = llvm.get_host_cpu_features().flatten()
+        except RuntimeError:  # not every platform can list its features
+            features = ""
+        return llvm.get_host_cpu_name(), features
+    if not isinstance(target, str) or not target.startswith("llvm:"):
+        raise CompileError(f"the LLVM backend does not know the target {target!r}; use 'llvm' "
+                           "(this machine's CPU) or 'llvm:<cpu>' (e.g. 'llvm:skylake-avx512')")
+    cpu = target[len("llvm:"):]
+    known = _known_cpus()
+    if not cpu or (known and cpu not in known):
+        near = sorted(c for c in known if cpu and (cpu in c or c in cpu))[:8]
+        hint = f"; close names: {', '.join(near)}" if near else ""
+        raise CompileError(f"LLVM does not know the CPU {cpu!r} in target {target!r}{hint}; "
+                           "use an LLVM CPU name such as 'skylake-avx512', 'znver3', 'x86-64-v3'"
+                           ", or 'llvm' for this machine")
+    return cpu, ""
+
+
+def _known_cpus() -> frozenset:
+    """The CPU names LLVM accepts for this machine's architecture.
+
+    LLVM only prints its CPU table (for the CPU name ``help``) and only warns, on stderr,
+    about an unknown CPU; so the table is read once from the process's own output.
+    """
+    global _KNOWN_CPUS
+    with _LLVM_LOCK:
+        if _KNOWN_CPUS is not None:
+            return _KNOWN_CPUS
+        _init_llvm()
+        text = _capture_native_output(
+            lambda: llvm.Target.from_default_triple().create_target_machine(cpu="help"))
+        names, in_cpus = set(), False
+        for line in text.splitlines():
+            if line.startswith("Available CPUs"):
+                in_cpus = True
+            elif line.startswith("Available features"):
+                in_cpus = False
+            elif in_cpus and line.strip():
+                names.add(line.split()[0])
+        # An empty table (another LLVM build) means: trust the name, do not reject.
+        _KNOWN_CPUS = frozenset(names)
+        return _KNOWN_CPUS
+
+
+def _capture_native_output(fn) -> str:
+    """Run ``fn`` with file descriptors 1 and 2 sent to a temp file; return what it wrote."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as f:
+        saved = os.dup(1), os.dup(2)
+        try:
+            os.dup2(f.fileno(), 1)
+            os.dup2(f.fileno(), 2)
+            fn()
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+        f.seek(0)
+        return f.read().decode("utf-8", "replace")
+
+
+def _target_machine(cpu, features):
+    return llvm.Target.from_default_triple().create_target_machine(
+        cpu=cpu, features=features, opt=3, jit=True)
+
+
+# ======================================================================== JIT and cache
+
+def _jit(ir_text: str, name: str, cpu: str, features: str, triple: str) -> LLVMKernelModule:
+    """Machine code for ``ir_text``: from the disk cache, or optimized and compiled now."""
+    global OPTIMIZER_RUNS
+    key = hashlib.sha256("\0".join([
+        str(_CACHE_FORMAT), llvmlite.__version__, ".".join(map(str, llvm.llvm_version_info)),
+        cpu, features, ir_text]).encode()).hexdigest()
+    cache_dir = _cache_dir()
+    if cache_dir is not None:
+        hit = _cache_read(cache_dir, key)
+        if hit is not None:
+            obj, source = hit
+            empty = llvm.parse_assembly(f'target triple = "{triple}"\n')
+            engine = llvm.create_mcjit_compiler(empty, _target_machine(cpu, features))
+            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            engine.finalize_object()
+            address = engine.get_function_address(name)
+            if address:
+                return LLVMKernelModule(name, source, address, engine, True, cpu, features)
+
+    mod = llvm.parse_assembly(ir_text)
+    mod.verify()
+    tm = _target_machine(cpu, features)
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    OPTIMIZER_RUNS += 1
+    source = str(mod)
+
+    objects = []
+    engine = llvm.create_mcjit_compiler(mod, _target_machine(cpu, features))
+    engine.set_object_cache(notify_func=lambda _module, buf: objects.append(bytes(buf)))
+    engine.finalize_object()
+    address = engine.get_function_address(name)
+    if not address:  # pragma: no cover - LLVM always emits the exported function
+        raise CompileError(f"LLVM produced no function {name!r}")
+    if cache_dir is not None and len(objects) == 1:
+        _cache_write(cache_dir, key, objects[0], source)
+    return LLVMKernelModule(name, source, address, engine, False, cpu, features)
+
+
+def _cache_dir():
+    """The machine-code cache directory, created if needed; None when it is not writable."""
+    root = os.environ.get("SCHEDLANG_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "schedlang")
+    path = os.path.join(root, "llvm")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return None
+    return path if os.access(path, os.W_OK | os.R_OK) else None
+
+
+def _cache_read(cache_dir, key):
+    try:
+        with open(os.path.join(cache_dir, key + ".o"), "rb") as f:
+            obj = f.read()
+        with open(os.path.join(cache_dir, key + ".ll"), "r", encoding="utf-8") as f:
+            source = f.read()
+    except OSError:
+        return None
+    return (obj, source) if obj else None
+
+
+def _cache_write(cache_dir, key, obj: bytes, source: str):
+    # The IR first: a reader that finds the object finds its IR too. Each file is written
+    # to a temporary name and renamed, so a concurrent reader sees all of it or nothing.
+    try:
+        _atomic_write(os.path.join(cache_dir, key + ".ll"), source.encode("utf-8"))
+        _atomic_write(os.path.join(cache_dir, key + ".o"), obj)
+    except OSError:
+        pass
+
+
+def _atomic_write(path, data: bytes):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
