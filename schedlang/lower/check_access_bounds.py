@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..algo import expr as E
 from ..algo import types as T
 from ..algo.func import Input
-from ..errors import AlgorithmError
+from ..errors import AlgorithmError, ScheduleError
 from .bounds_inference import AccessBoxes, _i64, user_text
 from .interval import bounds_of
 from .prove import counterexample, prove
@@ -20,6 +20,24 @@ from .symbolic import pretty
 def _site_name(site):
     owner = getattr(site, "owner", None)
     return (owner or site).name if site is not None else "the pipeline"
+
+
+def _blame_pad(ctx, site, f, idx):
+    """A read made out of bounds by a tail='pad' split is that directive's fault."""
+    func = getattr(site, "owner", None) or site
+    if func is None or not hasattr(func, "definitions"):
+        return
+    try:
+        stages = ctx.schedule.stage_schedules(func)
+    except KeyError:
+        return
+    for st in stages:
+        for sp in st.splits:
+            if sp.kind == "split" and sp.tail == "pad":
+                raise ScheduleError(
+                    f"split({sp.old}, {sp.factor}, tail='pad') on {st.name}: rounding the region "
+                    f"of {func.name} up makes it read {f.name}[{idx}] outside {f.name}'s extent; "
+                    "use tail='guard' or 'shift', or read it through a boundary condition")
 
 
 def check_access_bounds(stmt, ctx):
@@ -67,6 +85,7 @@ def check_access_bounds(stmt, ctx):
                                             f"{_site_name(site)} reads {f.name} at clamped or "
                                             f"wrapped indices, which needs {v.name} >= 1"))
                 continue
+            _blame_pad(ctx, site, f, idx)
             cex = counterexample(cond, ctx.facts)
             example = ""
             if cex:

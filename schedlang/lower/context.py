@@ -32,9 +32,17 @@ class LowerContext:
         self.order = []            # non-inline Funcs, producers first
         self.defs = {}             # id(func) -> effective definitions (inline Funcs expanded)
         self.loop_names = {}       # loop var name -> (stage name, user loop name)
-        self.facts = list(schedule.assumptions) + _global_assumptions(schedule)
+        self.user_facts = list(schedule.assumptions) + _global_assumptions(schedule)
+        self.facts = list(self.user_facts)
+        # the kernel runs only when every output has at least one element (an empty output
+        # is returned without running it; a negative size is an ArgumentError)
+        for o in self.outputs:
+            for x in o.shape or ():
+                if not isinstance(x, E.Const):
+                    self.facts.append(E.binary("ge", x, 1))
         self.debug_bounds = "bounds" in os.environ.get("SCHEDLANG_DEBUG", "")
         self.call_checks = []      # (cond Expr, message) checked when the kernel is called
+        self.assert_messages = {}  # Assert code -> what the user is told when it fails
         self.allocations = {}      # buffer name -> memory scope chosen
         self.region_values = {}    # (id(func), dim) -> (min, extent) Exprs of the region Lets
 
@@ -73,17 +81,37 @@ def _dim_name(f, d):
 
 
 def _global_assumptions(schedule):
+    """The ``sl.assume`` facts about this pipeline: every size in the fact belongs to one of
+    its Inputs (or is an output size it uses) and every Param in it is one the pipeline
+    uses (by identity, so a fact about another algorithm's ``N`` does not apply)."""
     from ..algo.func import ASSUMPTIONS, definition_exprs
-    names = set()
+    inputs = {id(i) for i in schedule.inputs}
+    params, size_names = set(), set()
+
+    def note(n):
+        if isinstance(n, E.Param):
+            params.add(id(n))
+        elif isinstance(n, E.SizeVar):
+            size_names.add(n.name)
     for g in schedule.funcs + schedule.inputs:
         for x in getattr(g, "shape", None) or ():
-            E.walk_expr(x, lambda n: names.add(n.name) if isinstance(n, E.Var) else None)
+            E.walk_expr(x, note)
         for d in schedule.definitions(g) if hasattr(g, "definitions") else []:
             for e in definition_exprs(d):
-                E.walk_expr(e, lambda n: names.add(n.name) if isinstance(n, E.Var) else None)
+                E.walk_expr(e, note)
     out = []
     for fact in ASSUMPTIONS:
-        used = E.expr_vars(fact)
-        if used and used <= names:
+        ok, used = [True], [False]
+
+        def check(n):
+            if isinstance(n, E.Param):
+                used[0] = True
+                ok[0] &= id(n) in params
+            elif isinstance(n, E.SizeVar):
+                used[0] = True
+                ok[0] &= (id(n.source) in inputs) if n.source is not None else (
+                    n.name in size_names)
+        E.walk_expr(fact, check)
+        if ok[0] and used[0]:
             out.append(fact)
     return out

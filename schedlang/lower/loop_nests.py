@@ -63,8 +63,8 @@ class StageLoops:
             else:
                 (mo, eo), (mi, ei) = info[sp.outer], info[sp.inner]
                 info[sp.old] = (_c(0), simplify(eo * ei))
-                self.defs[sp.outer] = ("fuse_outer", sp.old, mo, ei)
-                self.defs[sp.inner] = ("fuse_inner", sp.old, mi, ei)
+                self.defs[sp.outer] = ("fuse_outer", sp.old, mo, ei, eo)
+                self.defs[sp.inner] = ("fuse_inner", sp.old, mi, ei, eo)
         self.info = info
         self.loops = []
         for d in st.dims:
@@ -110,14 +110,18 @@ class StageLoops:
                 mapping[vmin.name], mapping[vext.name] = vals
         return simplify(ir.substitute(e, mapping)) if mapping else e
 
-    def value(self, name):
-        """The value of an original or intermediate variable, from the loop variables."""
+    def ref(self, name):
+        """The variable holding ``name``: its loop variable, or its Let."""
         if name in self.loop_of:
             return _v(self.loop_of[name])
+        return _v(self.let_name(name))
+
+    def shallow(self, name):
+        """The value of a split / fused-away variable from the variables it was split into."""
         d = self.defs[name]
         if d[0] == "split":
             _, outer, inner, f, tail, m, e = d
-            o, i = self.value(outer), self.value(inner)
+            o, i = self.ref(outer), self.ref(inner)
             if tail in ("shift", "shift_guarded"):
                 base = E.binary("min", o * f, e - f)
                 if tail == "shift_guarded":
@@ -125,55 +129,58 @@ class StageLoops:
                 return simplify(m + base + i)
             return simplify(m + o * f + i)
         if d[0] == "fuse_outer":
-            _, fused, mo, ei = d
-            return simplify(mo + self.value(fused) // ei)
-        _, fused, mi, ei = d
-        return simplify(mi + self.value(fused) % ei)
+            _, fused, mo, ei, eo = d
+            # the clamp is the identity; it tells bounds inference the range
+            return simplify(E.clamp(mo + self.ref(fused) // ei, mo, mo + eo - 1))
+        _, fused, mi, ei, _ = d
+        return simplify(E.clamp(mi + self.ref(fused) % ei, mi, mi + ei - 1))
 
-    def originals(self, name):
-        """The original variables a (possibly derived) loop name comes from."""
-        if name in self.orig:
-            return {name}
-        for old, d in self.defs.items():
-            if d[0] == "split" and name in (d[1], d[2]):
-                return self.originals(old)
-            if d[0] in ("fuse_outer", "fuse_inner") and d[1] == name:
-                return self.originals(old) | set().union(
-                    *[self.originals(o) for o, x in self.defs.items()
-                      if x[0] in ("fuse_outer", "fuse_inner") and x[1] == name])
-        return {name}
+    def deps(self, name):
+        d = self.defs.get(name)
+        if d is None or name in self.loop_of:
+            return []
+        return [d[1], d[2]] if d[0] == "split" else [d[1]]
 
-    def guard_conds(self, names):
-        """Tail guards of the splits whose variables all belong to ``names``."""
-        out = []
-        for name, bound in self.guards:
-            if self.originals(name) <= set(names):
-                v = _v(self.let_name(name)) if name in self.orig else self.value(name)
-                out.append(E.binary("lt", v, bound))
-        for name, d in self.defs.items():
-            if d[0] == "split" and d[4] == "shift_guarded" and self.originals(name) <= set(names):
-                v = _v(self.let_name(name)) if name in self.orig else self.value(name)
-                out.append(E.binary("lt", v, simplify(d[5] + d[6])))
-        return out
+    def needed(self, names):
+        """The non-loop variables defining ``names``, dependencies first."""
+        order, seen = [], set()
+
+        def visit(n):
+            if n in seen or n in self.loop_of:
+                return
+            seen.add(n)
+            for dep in self.deps(n):
+                visit(dep)
+            order.append(n)
+        for n in names:
+            visit(n)
+        return order
+
+    def guard_bound(self, name):
+        for g, bound in self.guards:
+            if g == name:
+                return bound
+        d = self.defs.get(name)
+        if d is not None and d[0] == "split" and d[4] == "shift_guarded":
+            return simplify(d[5] + d[6])
+        return None
 
     def let_name(self, var):
         return f"{self.func.name}.s{self.index}.{var}"
 
     def bind(self, body, names):
-        """Wrap ``body`` in the tail guards and the Lets defining original variables ``names``."""
-        cond = None
-        for c in self.guard_conds(names):
-            cond = c if cond is None else E.binary("and", cond, c)
-        if cond is not None:
-            body = ir.IfThenElse(simplify(cond), body)
-        for n in reversed(names):
-            if self.loop_of.get(n) != self.let_name(n):
-                body = ir.LetStmt(self.let_name(n), self.value(n), body)
+        """Wrap ``body`` in the Lets defining original variables ``names`` (and the split
+        pieces between them and the loops), each followed by its tail guard."""
+        for n in reversed(self.needed(names)):
+            bound = self.guard_bound(n)
+            if bound is not None:
+                body = ir.IfThenElse(E.binary("lt", _v(self.let_name(n)), bound), body)
+            body = ir.LetStmt(self.let_name(n), self.shallow(n), body)
         return body
 
     def subst(self, names):
-        """Map original variable names -> int32 Exprs of their Lets."""
-        return {n: E.Cast(T.int32, _v(self.let_name(n))) for n in names}
+        """Map original variable names -> int32 Exprs of their variables."""
+        return {n: E.Cast(T.int32, self.ref(n)) for n in names}
 
     def wrap_loops(self, body, loops):
         for d, lv, m, e in reversed(loops):

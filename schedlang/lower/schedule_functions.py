@@ -48,6 +48,12 @@ def _demand(ctx, f, demand_stmt):
             check = simplify(E.binary("and", E.binary("ge", lo, blo),
                                       E.binary("le", lo + ext, blo + bext)))
             lo, ext = E.Const(blo, T.int64), E.Const(bext, T.int64)
+        if check is not None:
+            code = 100 + len(ctx.assert_messages)
+            ctx.assert_messages[code] = (
+                f"bound({name}, {blo}, {bext}) on {f.name}: these sizes need {f.name} over a "
+                f"larger region along {name}; widen the bound or remove it")
+            check = (check, code)
         region.append((lo, ext, check))
         ctx.region_values[(id(f), d)] = (lo, ext)
     return region
@@ -61,7 +67,7 @@ def _region_lets(ctx, f, region, body):
         body = ir.LetStmt(vmin.name, lo, ir.LetStmt(vext.name, ext, body))
     for _, _, check in region:
         if check is not None:
-            body = ir.make_block([ir.Assert(check, 3), body])
+            body = ir.make_block([ir.Assert(check[0], check[1]), body])
     return body
 
 

@@ -13,6 +13,14 @@ from .simplify import const_value, simplify
 MAX_UNROLL = 4096
 
 
+def describe_extent(e):
+    """The extent of a loop in words a user knows (no internal region names)."""
+    text = str(simplify(e))
+    if ".extent" in text or ".min" in text or ".s" in text:
+        return "it depends on the region its consumers need"
+    return f"it is {text}"
+
+
 def describe_loop(ctx, var, directive):
     stage, dim = ctx.loop_names.get(var, (None, var))
     return f"{directive}({dim}) on {stage}" if stage else f"{directive}({var})"
@@ -24,8 +32,8 @@ def unroll_loops(stmt, ctx):
             body = ir.map_stmt(s.body, stmt_fn)
             n = const_value(simplify(s.extent))
             if n is None:
-                raise ScheduleError(f"{describe_loop(ctx, s.var, 'unroll')}: its extent "
-                                    f"{simplify(s.extent)} is not a compile-time constant; "
+                raise ScheduleError(f"{describe_loop(ctx, s.var, 'unroll')}: its extent is not "
+                                    f"a compile-time constant ({describe_extent(s.extent)}); "
                                     "unroll with a factor (unroll(v, 4)) or split it first")
             if n > MAX_UNROLL:
                 raise ScheduleError(f"{describe_loop(ctx, s.var, 'unroll')}: unrolling {n} "

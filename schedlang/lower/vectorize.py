@@ -11,7 +11,7 @@ from ..algo import expr as E
 from ..errors import ScheduleError
 from . import ir
 from .simplify import const_value, simplify
-from .unroll import describe_loop
+from .unroll import describe_extent, describe_loop
 
 
 class CannotVectorize(Exception):
@@ -149,8 +149,8 @@ def vectorize_loops(stmt, ctx):
             body = ir.map_stmt(s.body, stmt_fn)
             n = const_value(simplify(s.extent))
             if n is None:
-                raise ScheduleError(f"{describe_loop(ctx, s.var, 'vectorize')}: its extent "
-                                    f"{simplify(s.extent)} is not a compile-time constant; "
+                raise ScheduleError(f"{describe_loop(ctx, s.var, 'vectorize')}: its extent is "
+                                    f"not a compile-time constant ({describe_extent(s.extent)}); "
                                     "vectorize with a width (vectorize(v, 8)) or split it first")
             serial = s.replace(kind="serial", body=body)
             if n == 1 or ctx.debug_bounds:

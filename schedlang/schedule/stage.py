@@ -221,6 +221,9 @@ class StageSchedule:
     def unroll(self, v, factor=None):
         """Unroll loop ``v`` fully, or split it by ``factor`` and unroll the inner loop."""
         if factor is not None:
+            if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+                raise ScheduleError(f"unroll({var_name(v, 'unroll', self.name)}, {factor!r}) on "
+                                    f"{self.name}: the factor must be a positive int")
             rec = self.schedule._pause()
             try:
                 _, vi = self.split(v, factor)

@@ -75,8 +75,9 @@ class Kernel:
         self.inputs = list(schedule.inputs)
         self.params = sorted({a.name: a for a in args if a.kind == "scalar"
                               and a.name in _param_names(schedule)}.values(), key=lambda a: a.name)
-        self.facts = list(ctx.facts)
+        self.facts = list(ctx.user_facts)
         self.call_checks = list(ctx.call_checks)
+        self.assert_messages = dict(ctx.assert_messages)
         self.num_threads = default_threads()
 
     @property
@@ -229,9 +230,8 @@ class Kernel:
         from .llvm import pack_args
         argv = pack_args(self.args, values)
         rc = self.module.call(argv.ctypes.data, self.num_threads)
-        if rc == 3:
-            raise ArgumentError("the sizes need a larger region than a bound() directive of the "
-                                "schedule allows")
+        if rc in self.assert_messages:
+            raise ArgumentError(self.assert_messages[rc])
         if rc == 2:
             raise MemoryError("schedlang kernel: out of memory while allocating a buffer")
         if rc != 0:
@@ -239,8 +239,12 @@ class Kernel:
 
     def __call__(self, **kwargs):
         values, outs = self._bind(kwargs)
-        if all(a.size > 0 for a in outs):
+        empty = [o.name for o, a in zip(self.outputs, outs) if a.size == 0]
+        if not empty:
             self._run(values)
+        elif len(empty) != len(outs):
+            raise ArgumentError(f"output(s) {', '.join(empty)} would be empty while others are not; "
+                                "the kernel runs only when every output has an element")
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def time(self, warmup=1, repeats=None, budget_s=0.5, **kwargs):

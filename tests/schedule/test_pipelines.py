@@ -98,17 +98,35 @@ def blur_halide_lesson(s, bx, by, y, x):
     s[bx].compute_at(by, xo).vectorize(x, 8)
 
 
+def blur_fuse_inline(s, bx, by, y, x):
+    t = s[by].fuse(y, x)
+    s[by].vectorize(t, 4)
+
+
+def blur_fuse_root(s, bx, by, y, x):
+    s[by].fuse(y, x)
+    s[bx].compute_root()
+
+
+def blur_tile_fuse_parallel_at(s, bx, by, y, x):
+    yo, xo, yi, xi = s[by].tile(y, x, 4, 8)
+    t = s[by].fuse(yo, xo)
+    s[by].parallel(t)
+    s[bx].compute_at(by, t)
+
+
 BLUR_SCHEDULES = [
     blur_inline, blur_root, blur_root_vectorized, blur_at_y, blur_at_x, blur_at_tile_xo,
     blur_at_tile_yo, blur_at_yi, blur_store_y_compute_x, blur_store_yo_compute_yi,
-    blur_root_split_tails, blur_halide_lesson,
+    blur_root_split_tails, blur_halide_lesson, blur_fuse_inline, blur_fuse_root,
+    blur_tile_fuse_parallel_at,
 ]
 
-def _blur_params():
+def _blur_params(symbolic=False):
     return [pytest.param(fn, id=fn.__name__[5:]) for fn in BLUR_SCHEDULES]
 
 
-@pytest.mark.parametrize("sched", _blur_params())
+@pytest.mark.parametrize("sched", _blur_params(symbolic=True))
 def test_blur_symbolic_sizes(sched):
     A, bx, by, y, x = build_blur(symbolic=True)
     s = sl.Schedule(by)
@@ -219,20 +237,9 @@ UNSHARP_SCHEDULES = [us_inline, us_root_all, us_root_vectorized, us_at_y, us_at_
                      us_chain, us_store_at, us_sharpen_root_tail]
 
 
-BOUNDARY_ROOT_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a compute_root producer that reads sl.clamp_edge(A) at an offset index is "
-           "rejected with symbolic sizes: 'blur_x reads A[...] ... may fall outside A's extent "
-           "0..H-1 (for example when H=0)'. Inline and compute_at placements of the same "
-           "pipeline compile; the root region [-1, H-1] is non-empty even when H=0")
-_ROOT_SCHEDULES = {"us_root_all", "us_root_vectorized", "us_sharpen_root_tail"}
-
-
 def _unsharp_params():
-    return [pytest.param(fn, True, marks=[BOUNDARY_ROOT_BUG] if fn.__name__ in _ROOT_SCHEDULES
-                         else [], id="symbolic-" + fn.__name__[3:])
-            for fn in UNSHARP_SCHEDULES] + \
-           [pytest.param(fn, False, id="const-" + fn.__name__[3:]) for fn in UNSHARP_SCHEDULES]
+    return [pytest.param(fn, sym, id=("symbolic-" if sym else "const-") + fn.__name__[3:])
+            for sym in (True, False) for fn in UNSHARP_SCHEDULES]
 
 
 @pytest.mark.parametrize("sched,symbolic", _unsharp_params())
@@ -677,10 +684,6 @@ def test_assume_is_checked_at_call_time():
     assert "FIRST-CHECKED" in out
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: sl.assume is process-global: an assumption stated "
-                   "while building one algorithm is applied to every later compile of any "
-                   "algorithm with a size of the same name ('the arguments violate "
-                   "assume(W >= 4)' from a kernel that never assumed it)")
 def test_assume_does_not_leak_into_another_algorithm():
     out = _run_isolated(_ASSUME_SCRIPT)
     assert "SECOND-OK" in out, out
@@ -716,18 +719,9 @@ def _split_chain_pipeline():
     return A, p, c
 
 
-SPLIT1_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: after split(x, 1), splitting/unrolling x.o or x.i makes bounds inference ignore "
-           "the tail guard: the root producer's region becomes [0, W + 7) or rounded up to the "
-           "factor, and the legal schedule is rejected ('p reads A[x]: dimension 0 ranges over "
-           "[0, W + 6], which may fall outside A's extent')")
-
-
 @pytest.mark.parametrize("first,second,target", [
     (2, 4, "x.o"), (3, 2, "x.i"), (8, 3, "x.i"), (3, 8, "x.i"),
-    pytest.param(1, 8, "x.i", marks=SPLIT1_BUG),
-    pytest.param(1, 3, "x.o", marks=SPLIT1_BUG),
+    (1, 8, "x.i"), (1, 3, "x.o"),
 ])
 @pytest.mark.parametrize("tail", ["auto", "guard"])
 def test_nested_split_of_consumer_with_root_producer(first, second, target, tail):

@@ -272,9 +272,6 @@ def test_vectorize_bad_width(width):
     names_all(str(e.value), "vectorize(x", "f", "width")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: unroll(v, factor) with a bad factor reports the error "
-                   "as 'split(x, -2) on f: ...', naming the internal split, not the unroll the "
-                   "user wrote")
 @pytest.mark.parametrize("factor", [0, -2])
 def test_unroll_bad_factor_names_unroll(factor):
     A, g, f, y, x = build_two_stage()
@@ -304,9 +301,6 @@ def test_unroll_of_non_constant_extent_loop_of_intermediate():
     names_all(str(e.value), "unroll(y)", "g", "constant")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the message uses an internal name: 'vectorize(x) on "
-                   "blur_x: its extent blur_x.x.extent is not a compile-time constant' instead "
-                   "of the user's size expression (W - 2) or words")
 @pytest.mark.parametrize("directive", ["vectorize", "unroll"])
 def test_non_constant_extent_of_producer_message_has_no_internal_names(directive):
     A, bx, by, y, x = build_blur()
@@ -550,9 +544,6 @@ def test_bound_on_output(symbolic):
     names_all(str(e.value), "bound(x)", "f", "output")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a bound() too small for what the consumers need is "
-                   "reported at call time as 'the sizes need a larger region than a bound() "
-                   "directive of the schedule allows', naming neither the Func nor the variable")
 def test_bound_too_small_names_func_and_var():
     A = sl.Input("A", sl.float32, (16, 20))
     y, x = sl.vars("y x")
