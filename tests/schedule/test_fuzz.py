@@ -270,17 +270,10 @@ def _fuzz(algo, monkeypatch, known_bugs):
     inner()
 
 
-FUSE_SHRUNK_BUG = (
-    "BUG: fuse() on blur_y (shape (H - 2, W - 2), reading its Input at offsets) is rejected "
-    "with symbolic sizes: 'blur_y reads A[y + 2, x + 1]: dimension 1 ranges over "
-    "[Min(0, W - 3) + 1, W - 2] ... (for example when W=0)'; with constant sizes it compiles")
-
-
 def test_fuzz_elementwise(monkeypatch):
     _fuzz("elementwise", monkeypatch, known_bugs=True)
 
 
-@pytest.mark.xfail(strict=True, reason=FUSE_SHRUNK_BUG)
 def test_fuzz_blur(monkeypatch):
     _fuzz("blur", monkeypatch, known_bugs=True)
 
