@@ -66,8 +66,8 @@ class Gemm(Workload):
         C = sl.Func("C", shape=(m, n))
         C[i, j] = sl.sum(A[i, k] * B[k, j])
         s = sl.Schedule(C)
-        # register tile: ti rows x tj columns of C (4 x 64 = 16 AVX-512 accumulators)
-        ti = min(4, m)
+        # register tile: ti rows x tj columns of C (6 x 64 = 24 AVX-512 accumulators)
+        ti = min(6, m)
         tj = 64 if n >= 64 else max(16 * (n // 16), n if n < 16 else 16)
         vw = min(16, tj)
         # accumulate the tile in registers, then copy it out

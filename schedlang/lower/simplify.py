@@ -273,9 +273,34 @@ def simplify(e):
     return Simplifier()(e)
 
 
+_VARS_CACHE = {}
+
+
+def _vars_of(key, var_expr):
+    """Names read by the value whose structural key is ``key``."""
+    hit = _VARS_CACHE.get(key)
+    if hit is None:
+        hit = _VARS_CACHE[key] = frozenset(_names_in_key(key))
+    return hit
+
+
+def _names_in_key(key):
+    if isinstance(key, tuple):
+        if len(key) >= 3 and key[0] == "V":
+            yield key[2]
+        for k in key:
+            yield from _names_in_key(k)
+
+
 def _trivial(v):
-    """Values cheap enough to substitute for their Let: constants and plain variables."""
-    return isinstance(v, (E.Const, E.Var)) and v.dtype.lanes == 1
+    """Values cheap enough to substitute for their Let: constants, plain variables and a
+    variable plus a constant (substituting those lets index arithmetic cancel)."""
+    if v.dtype.lanes != 1:
+        return False
+    if isinstance(v, (E.Const, E.Var)):
+        return True
+    return (isinstance(v, E.BinOp) and v.op in ("add", "sub") and isinstance(v.a, E.Var)
+            and isinstance(v.b, E.Const))
 
 
 def simplify_stmt(s):
@@ -283,25 +308,56 @@ def simplify_stmt(s):
     variables, drop loops of extent 0 and ifs with a constant condition."""
     simp = Simplifier()
     env = {}
+    bound = {}     # structural key of a Let's value -> the enclosing Let holding it
 
     def ex(e):
         return simp(ir.substitute(e, env)) if env else simp(e)
 
+    def rebinding(var):
+        """Forget the CSE entries whose values read ``var`` (it is being rebound)."""
+        gone = {k: v for k, v in bound.items() if var in _vars_of(k, v)}
+        for k in gone:
+            del bound[k]
+        return gone
+
     def go(n):
         if n is None:
             return None
+        if isinstance(n, (ir.LetStmt, ir.For)):
+            gone = rebinding(n.var)
+            out = go_bind(n)
+            bound.update(gone)
+            return out
+        return go_other(n)
+
+    def go_bind(n):
         if isinstance(n, ir.LetStmt):
             v = ex(n.value)
+            key = E.structural_key(v) if v.dtype.lanes == 1 else None
+            same = bound.get(key) if key is not None else None
+            if same is not None and same.name != n.var:
+                v = same       # the same value is already bound: reuse it (CSE)
             if _trivial(v):
                 env[n.var] = v
                 body = go(n.body)
                 del env[n.var]
                 return body
             shadow = env.pop(n.var, None)
+            had = bound.get(key) if key is not None else None
+            if key is not None:
+                bound[key] = E.Var(n.var, v.dtype)
             body = go(n.body)
+            if key is not None:
+                if had is None:
+                    del bound[key]
+                else:
+                    bound[key] = had
             if shadow is not None:
                 env[n.var] = shadow
             return ir.LetStmt(n.var, v, body) if body is not None else None
+        return go_other(n)
+
+    def go_other(n):
         if isinstance(n, ir.IfThenElse):
             c = ex(n.cond)
             v = const_value(c)

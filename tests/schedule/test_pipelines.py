@@ -732,3 +732,72 @@ def test_nested_split_of_consumer_with_root_producer(first, second, target, tail
     s[p].compute_root()
     a = rand(23)
     np.testing.assert_allclose(sl.compile(c, s)(A=a), a * 2 + 1, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+# A Func with a scan update placed inside its consumer's loops
+# ---------------------------------------------------------------------------------------
+
+def _build_scan():
+    """c[x] = A[x]; c[r] = c[max(r - 1, 0)] + A[r] for r in [0, N): c = cumsum(A) + A[0].
+
+    The update also rewrites c[0], so a stale or uninitialised c cannot give the right
+    answer by accident."""
+    A = sl.Input("A", sl.float32, ("N",))
+    x = sl.Var("x")
+    r = sl.RDom(A.shape[0], name="r")
+    c = sl.Func("c")
+    c[x] = A[x]
+    c[r] = c[sl.max(r - 1, 0)] + A[r]
+    o = sl.Func("o", shape=(A.shape[0],))
+    o[x] = c[x] * 2
+    return A, c, o, x, r
+
+
+def _scan_ref(a):
+    return (np.cumsum(a) + a[0]) * 2
+
+
+SCAN_AT_POINT_BUG = pytest.mark.xfail(
+    strict=True,
+    reason="BUG: compute_at(o, x) of a Func c whose update scans an RDom computes c's pure "
+           "stage only at the point o needs (c.s0.x in [o.x, o.x + 1)) while the update reads "
+           "c over the whole RDom: it reads uninitialised memory and o is garbage")
+
+
+@pytest.mark.parametrize("place", ["root", "inline_default",
+                                   pytest.param("at_x", marks=SCAN_AT_POINT_BUG),
+                                   pytest.param("at_x_split", marks=SCAN_AT_POINT_BUG)])
+def test_scan_producer_placements(place):
+    A, c, o, x, r = _build_scan()
+    s = sl.Schedule(o)
+    if place == "root":
+        s[c].compute_root()
+    elif place == "at_x":
+        s[c].compute_at(o, x)
+    elif place == "at_x_split":
+        xo, xi = s[o].split(x, 4)
+        s[c].compute_at(o, xi)
+        s[c].update(0).split(r, 4)
+    a = np.arange(1, 12, dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(o, s)(A=a), _scan_ref(a), rtol=1e-6)
+
+
+@pytest.mark.parametrize("place", ["root", "at_y", pytest.param("at_x", marks=SCAN_AT_POINT_BUG)])
+def test_row_scan_producer_placements(place):
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    y, x = sl.vars("y x")
+    r = sl.RDom(A.shape[1], name="r")
+    c = sl.Func("c")
+    c[y, x] = A[y, x] * 3
+    c[y, r] = c[y, sl.max(r - 1, 0)] + A[y, r]     # also rewrites c[y, 0]
+    o = sl.Func("o", shape=(A.shape[0], A.shape[1]))
+    o[y, x] = c[y, x] * 2
+    s = sl.Schedule(o)
+    if place == "root":
+        s[c].compute_root()
+    else:
+        s[c].compute_at(o, y if place == "at_y" else x)
+    a = rand(5, 9)
+    want = (np.cumsum(a, axis=1) + 3 * a[:, :1]) * 2
+    np.testing.assert_allclose(sl.compile(o, s)(A=a), want, rtol=1e-5, atol=1e-5)

@@ -343,3 +343,51 @@ def test_str_and_json_do_not_depend_on_var_objects_vs_strings():
     s2[C].reorder("j", "i.o", "i.i", "k")
     assert str(s1) == str(s2)
     assert s1.to_json() == s2.to_json()
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: str(s) writes a Func's name as a bare identifier "
+                   "even when it cannot be one: a Func named 'class' prints 's[class]"
+                   ".compute_root()', a SyntaxError, and one named 's' prints 's[s]...', which "
+                   "the replay namespace's s (the Schedule) shadows; s['class'] / s['s'] would "
+                   "replay")
+@pytest.mark.parametrize("fname", ["class", "lambda", "s"])
+def test_str_is_valid_python_for_any_func_name(fname):
+    A = sl.Input("A", sl.float32, ("N",))
+    x = sl.Var("x")
+    g = sl.Func(fname)
+    g[x] = A[x] * 2
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = g[x] + 1
+    s = sl.Schedule(f)
+    s[g].compute_root()
+    s[g].vectorize(x, 4)
+    src = str(s)
+    compile(src, "<schedule>", "exec")
+    s2 = sl.Schedule(f)
+    ns = {"sl": sl, "s": s2, "A": A, "f": f, "x": x}
+    if fname.isidentifier() and fname not in ("s", "sl") and fname not in __import__(
+            "keyword").kwlist:
+        ns[fname] = g
+    exec(src, ns)
+    assert str(s2) == src
+
+
+@pytest.mark.parametrize("fname", ["blur-x", "g2"])
+def test_str_replays_for_unusual_but_legal_func_names(fname):
+    A = sl.Input("A", sl.float32, ("N",))
+    x = sl.Var("x")
+    g = sl.Func(fname)
+    g[x] = A[x] * 2
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = g[x] + 1
+    s = sl.Schedule(f)
+    s[g].compute_root()
+    s[g].vectorize(x, 4)
+    s2 = sl.Schedule(f)
+    ns = {"sl": sl, "s": s2, "A": A, "f": f, "x": x}
+    if fname.isidentifier():
+        ns[fname] = g
+    exec(str(s), ns)
+    assert str(s2) == str(s)
+    a = rand(13)
+    np.testing.assert_allclose(sl.compile(f, s2)(A=a), a * 2 + 1, rtol=1e-6)
