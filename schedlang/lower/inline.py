@@ -7,7 +7,7 @@ of the input directly.
 from __future__ import annotations
 
 from ..algo import expr as E
-from ..errors import AlgorithmError
+from ..errors import AlgorithmError, ScheduleError
 from ..algo.func import Definition
 
 
@@ -22,12 +22,28 @@ def _expand(ctx, e, inline, memo):
     return E.map_expr(e, fn)
 
 
+def _check_no_loop_directives(s, f):
+    st = s.stage_schedules(f)[0]
+    loop_ops = ("split", "fuse", "tile", "reorder", "unroll", "vectorize", "parallel",
+                "gpu_blocks", "gpu_threads", "gpu_tile", "tensorize", "bound", "store_at",
+                "double_buffer", "rfactor")
+    touched = [d.op for d in s.trace if d.func == f.name and d.stage == 0 and d.op in loop_ops]
+    if st.splits or any(d.kind != "serial" for d in st.dims) or touched:
+        what = touched[0] if touched else "a loop directive"
+        raise ScheduleError(f"{what} on {f.name}: {f.name} is computed inline (the default for "
+                            "a pure Func), so it has no loops of its own; add "
+                            f"s[{f.name}].compute_root() or compute_at(...) first")
+
+
 def inline_functions(stmt, ctx):
     """Set ``ctx.defs`` (definitions with inline Funcs expanded) and ``ctx.order``."""
     s = ctx.schedule
     inline = {id(f) for f in s.funcs if s.func_schedule(f).compute == ("inline",)
               and not ctx.is_output(f)}
     memo = {}
+    for f in s.funcs:
+        if id(f) in inline:
+            _check_no_loop_directives(s, f)
     live = [f for f in s.funcs if id(f) not in inline]
     for f in live:
         defs = []

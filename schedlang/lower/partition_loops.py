@@ -61,6 +61,7 @@ def _threshold(conj, var, scope):
 class _Partitioner:
     def __init__(self):
         self.scope = Scope()
+        self.in_tail = 0
 
     def stmt(self, s, in_vector=False):
         if s is None:
@@ -68,7 +69,7 @@ class _Partitioner:
         if isinstance(s, ir.Block):
             return ir.make_block([self.stmt(c, in_vector) for c in s.stmts])
         if isinstance(s, ir.For):
-            if s.kind in ("serial", "parallel") and not in_vector:
+            if s.kind in ("serial", "parallel") and not in_vector and not self.in_tail:
                 done = self.partition(s)
                 if done is not None:
                     return done
@@ -88,6 +89,7 @@ class _Partitioner:
     def partition(self, loop):
         """Split ``loop`` if a guard inside a vectorized loop below it grows with its var."""
         found = []   # (conjunct key, threshold)
+        lanes = set()   # names whose value differs between the lanes of a vectorized loop
 
         def walk(s, in_vector):
             if s is None:
@@ -98,17 +100,24 @@ class _Partitioner:
                 return
             if isinstance(s, ir.For):
                 self.scope.push(s.var, Interval(s.min, simplify(s.min + s.extent - 1)))
+                if s.kind == "vectorized":
+                    lanes.add(s.var)
                 walk(s.body, in_vector or s.kind == "vectorized")
                 self.scope.pop(s.var)
                 return
             if isinstance(s, ir.LetStmt):
                 self.scope.push(s.var, bounds_of(s.value, self.scope) if s.value.dtype.is_int
                                 else Interval(None, None))
+                if ir.expr_vars(s.value) & lanes:
+                    lanes.add(s.var)
                 walk(s.body, in_vector)
                 self.scope.pop(s.var)
                 return
             if isinstance(s, ir.IfThenElse) and s.else_ is None and in_vector:
                 for c in _conjuncts(s.cond):
+                    # only a condition that differs across lanes stops vectorization
+                    if not ir.expr_vars(c) & lanes:
+                        continue
                     t = _threshold(c, loop.var, self.scope)
                     if t is not None:
                         found.append((E.structural_key(c), t))
@@ -135,7 +144,9 @@ class _Partitioner:
         tail = loop.replace(min=split, extent=simplify(hi - split))
         self.scope.push(loop.var, Interval(loop.min, simplify(hi - 1)))
         steady = steady.replace(body=self.stmt(steady.body))
+        self.in_tail += 1       # the short tail keeps its guards: no further copies there
         tail = tail.replace(body=self.stmt(tail.body))
+        self.in_tail -= 1
         self.scope.pop(loop.var)
         return ir.make_block([steady, tail])
 

@@ -14,8 +14,8 @@ from ..algo import types as T
 from ..errors import AlgorithmError, ScheduleError
 from . import ir
 from .bounds_inference import func_box, require_bounded
-from .interval import Interval, Scope, bounds_of
-from .loop_nests import build_func
+from .interval import Interval, Scope, bounds_of, union
+from .loop_nests import build_func, build_stage
 from .simplify import simplify
 
 
@@ -37,6 +37,7 @@ def _demand(ctx, f, demand_stmt):
     if box is None:
         return None
     require_bounded(box, sites, f, "needed by its consumers")
+    box = _with_update_accesses(ctx, f, box)
     st0 = ctx.schedule.stage_schedules(f)[0]
     region = []
     for d, iv in enumerate(box):
@@ -57,6 +58,31 @@ def _demand(ctx, f, demand_stmt):
         region.append((lo, ext, check))
         ctx.region_values[(id(f), d)] = (lo, ext)
     return region
+
+
+def _with_update_accesses(ctx, f, box):
+    """Widen a demanded region by what f's update stages read and write of f itself
+    (a scan reads f over its whole RDom), so the pure stage initializes all of it."""
+    defs = ctx.defs[id(f)]
+    if len(defs) < 2:
+        return box
+    stages = ctx.schedule.stage_schedules(f)
+    updates = ir.make_block([build_stage(ctx, f, st, d) for st, d in zip(stages[1:], defs[1:])])
+    ubox, usites = func_box(updates, f)
+    if ubox is None:
+        return box
+    require_bounded(ubox, usites, f, "accessed by its update stages")
+    mapping = {}
+    for d, iv in enumerate(box):
+        vmin, vext = ctx.region_vars(f, d)
+        mapping[vmin.name] = simplify(iv.lo)
+        mapping[vext.name] = simplify(iv.hi - iv.lo + 1)
+    out = []
+    for iv, uv in zip(box, ubox):
+        lo = simplify(ir.substitute(uv.lo, mapping))
+        hi = simplify(ir.substitute(uv.hi, mapping))
+        out.append(union(iv, Interval(lo, hi)))
+    return out
 
 
 def _region_lets(ctx, f, region, body):

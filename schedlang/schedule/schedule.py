@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 import json
+import keyword
 
 from ..algo import expr as E
 from ..algo.func import IDENT, Definition, Func, Input, definition_exprs
@@ -115,8 +116,7 @@ class Schedule:
         self._recording = True
         for o in self.outputs:
             self._discover(o)
-        self.user_funcs = {f.name for f in self.funcs if IDENT.match(f.name)} | {
-            i.name for i in self.inputs if IDENT.match(i.name)}
+        self.user_funcs = {g.name for g in self.funcs + self.inputs if _bare_name_ok(g.name)}
 
     # ------------------------------------------------------------------ pipeline
     def _discover(self, f):
@@ -426,6 +426,11 @@ class Schedule:
     def _rfactor(self, st, rv, name):
         from .rfactor import rfactor
         return rfactor(self, st, rv, name)
+
+
+def _bare_name_ok(name):
+    """Can ``str(s)`` refer to this Func by its bare name in the replay namespace?"""
+    return bool(IDENT.match(name)) and not keyword.iskeyword(name) and name not in ("s", "sl")
 
 
 def _refs(d):

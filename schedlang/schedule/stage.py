@@ -197,6 +197,10 @@ class StageSchedule:
     def tile(self, y, x, ty, tx, tail="auto", names=None):
         """Split ``y`` by ``ty`` and ``x`` by ``tx`` and order them yo, xo, yi, xi."""
         dy, dx = self._dim(y, "tile"), self._dim(x, "tile")
+        for f in (ty, tx):
+            if isinstance(f, bool) or not isinstance(f, int) or f < 1:
+                raise ScheduleError(f"tile({dy.name}, {dx.name}, {ty!r}, {tx!r}) on {self.name}: "
+                                    "the tile sizes (split factors) must be positive ints")
         if names is None:
             names = (f"{dy.name}.o", f"{dx.name}.o", f"{dy.name}.i", f"{dx.name}.i")
         rec = self.schedule._pause()
@@ -305,6 +309,12 @@ class StageSchedule:
             raise ScheduleError(f"gpu_tile on {self.name}: give vars then sizes, e.g. "
                                 "gpu_tile(y, x, 16, 16)")
         vs, sizes = args[:n], args[n:]
+        for f in sizes:
+            if isinstance(f, bool) or not isinstance(f, int) or f < 1:
+                shown = ", ".join([var_name(v, "gpu_tile", self.name) for v in vs]
+                                  + [repr(x) for x in sizes])
+                raise ScheduleError(f"gpu_tile({shown}) on {self.name}: the tile sizes (split factors) "
+                                    "must be positive ints")
         rec = self.schedule._pause()
         try:
             pairs = [self.split(v, f, tail) for v, f in zip(vs, sizes)]

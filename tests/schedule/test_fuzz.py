@@ -333,15 +333,6 @@ def test_fuzz_updates(monkeypatch):
     _fuzz("updates", monkeypatch, known_bugs=True)
 
 
-SCAN_AT_POINT_BUG = (
-    "BUG: a Func with a scan update (c[y, r] = c[y, max(r - 1, 0)] + A[y, r]) placed with "
-    "compute_at "
-    "at a loop where its consumer needs a single point (e.g. compute_at(o, x)) computes the "
-    "pure stage only at that point, while the update reads the whole row: it reads "
-    "uninitialised memory and returns garbage")
-
-
-@pytest.mark.xfail(strict=True, reason=SCAN_AT_POINT_BUG)
 def test_fuzz_scan(monkeypatch):
     _fuzz("scan", monkeypatch, known_bugs=True)
 

@@ -758,16 +758,9 @@ def _scan_ref(a):
     return (np.cumsum(a) + a[0]) * 2
 
 
-SCAN_AT_POINT_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: compute_at(o, x) of a Func c whose update scans an RDom computes c's pure "
-           "stage only at the point o needs (c.s0.x in [o.x, o.x + 1)) while the update reads "
-           "c over the whole RDom: it reads uninitialised memory and o is garbage")
-
-
 @pytest.mark.parametrize("place", ["root", "inline_default",
-                                   pytest.param("at_x", marks=SCAN_AT_POINT_BUG),
-                                   pytest.param("at_x_split", marks=SCAN_AT_POINT_BUG)])
+                                   "at_x",
+                                   "at_x_split"])
 def test_scan_producer_placements(place):
     A, c, o, x, r = _build_scan()
     s = sl.Schedule(o)
@@ -783,7 +776,7 @@ def test_scan_producer_placements(place):
     np.testing.assert_allclose(sl.compile(o, s)(A=a), _scan_ref(a), rtol=1e-6)
 
 
-@pytest.mark.parametrize("place", ["root", "at_y", pytest.param("at_x", marks=SCAN_AT_POINT_BUG)])
+@pytest.mark.parametrize("place", ["root", "at_y", "at_x"])
 def test_row_scan_producer_placements(place):
     A = sl.Input("A", sl.float32, ("H", "W"))
     y, x = sl.vars("y x")

@@ -252,9 +252,6 @@ def test_reorder_names_a_loop_twice():
     names_all(msg, "reorder(i, j, i)", "C", "twice")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: tile(y, x, 0, 4) / gpu_tile(y, x, 0, 4) report "
-                   "'split(y, 0) on f: the factor must be a positive int', naming the internal "
-                   "split instead of the tile the user wrote")
 @pytest.mark.parametrize("directive", ["tile", "gpu_tile"])
 def test_tile_bad_factor_names_tile(directive):
     A, g, f, y, x = build_two_stage()

@@ -345,11 +345,6 @@ def test_str_and_json_do_not_depend_on_var_objects_vs_strings():
     assert s1.to_json() == s2.to_json()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: str(s) writes a Func's name as a bare identifier "
-                   "even when it cannot be one: a Func named 'class' prints 's[class]"
-                   ".compute_root()', a SyntaxError, and one named 's' prints 's[s]...', which "
-                   "the replay namespace's s (the Schedule) shadows; s['class'] / s['s'] would "
-                   "replay")
 @pytest.mark.parametrize("fname", ["class", "lambda", "s"])
 def test_str_is_valid_python_for_any_func_name(fname):
     A = sl.Input("A", sl.float32, ("N",))
