@@ -70,14 +70,19 @@ class Gemm(Workload):
         ti = min(6, m)
         tj = 64 if n >= 64 else max(16 * (n // 16), n if n < 16 else 16)
         vw = min(16, tj)
-        # accumulate the tile in registers, then copy it out
+        # panel of nc columns: its packed copy of B (k x nc floats) stays within ~512 KiB
+        nc = tj
+        while nc * 2 <= n and kk * nc * 2 * 4 <= 512 * 1024:
+            nc *= 2
+        # accumulate each tile in registers (the staged Func), then copy it out to C
         acc = s[C].cache_write("local")
-        io, ii = s[C].split(i, ti)
-        jo, ji = s[C].split(j, tj)
-        s[C].reorder(jo, io, ii, ji).vectorize(ji, vw).parallel(jo)
-        s[acc].compute_at(C, io)
+        jo, jr = s[C].split(j, nc, names=("jo", "jr"))
+        jt, jv = s[C].split(jr, tj, names=("jt", "jv"))
+        io, ii = s[C].split(i, ti, names=("io", "ii"))
+        s[C].reorder(jo, io, jt, ii, jv).vectorize(jv, vw).parallel(jo)
+        s[acc].compute_at(C, jt)
         s[acc].reorder(k, i, j).vectorize(j, vw).unroll(i).unroll("j.o")
-        # stage the tj-column panel of B contiguously (packing), once per panel
+        # stage the panel of B contiguously (packing), once per panel
         Bp = s[B].cache_read(acc, memory="global")
         s[Bp].compute_at(C, jo).vectorize(s[Bp].loop_names()[-1], vw)
         return C, s
@@ -114,9 +119,12 @@ class Blur(Workload):
         by = sl.Func("blur_y", shape=(h - 2, w - 2))
         by[y, x] = (bx[y, x] + bx[y + 1, x] + bx[y + 2, x]) * (1.0 / 3)
         s = sl.Schedule(by)
-        yo, yi = s[by].split(y, 32)
-        s[by].vectorize(x, 16).parallel(yo)
-        s[bx].compute_at(by, yo).vectorize(x, 16)
+        # tiles of 16 rows x 1024 columns; blur_x is computed per tile (18 rows, in cache)
+        ty, tx = min(16, h - 2), min(1024, w - 2)
+        yo, xo, yi, xi = s[by].tile(y, x, ty, tx)
+        vw = 16 if tx >= 16 else 1
+        s[by].vectorize(xi, vw).parallel(yo)
+        s[bx].compute_at(by, xo).vectorize(x, vw)
         return by, s
 
     def inputs(self):

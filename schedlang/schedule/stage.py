@@ -313,8 +313,8 @@ class StageSchedule:
             if isinstance(f, bool) or not isinstance(f, int) or f < 1:
                 shown = ", ".join([var_name(v, "gpu_tile", self.name) for v in vs]
                                   + [repr(x) for x in sizes])
-                raise ScheduleError(f"gpu_tile({shown}) on {self.name}: the tile sizes (split factors) "
-                                    "must be positive ints")
+                raise ScheduleError(f"gpu_tile({shown}) on {self.name}: the tile sizes "
+                                    "(split factors) must be positive ints")
         rec = self.schedule._pause()
         try:
             pairs = [self.split(v, f, tail) for v, f in zip(vs, sizes)]
