@@ -94,7 +94,9 @@ class StageLoops:
             if divisible:
                 return "exact"
             if not prove(E.binary("ge", e, f), facts):
-                return "shift_guarded"
+                # the extent may be shorter than one split: shifting cannot apply, and a
+                # guard (partitioned into a vector loop and a short tail) gives the same values
+                return "guard"
             return "shift"
         if sp.tail == "pad":
             return "exact" if divisible else "pad"

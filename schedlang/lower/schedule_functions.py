@@ -202,9 +202,16 @@ def inject(ctx, stmt, f):
     stmt, loop = _replace_loop(stmt, loop, ir.make_block([nest, loop.body]))
     if fs.store is None or fs.store == fs.compute:
         return _replace_loop(stmt, loop, ir.Realize(f, [], memory, loop.body))[0]
-    if fs.store[0] == "root":
+    store = None if fs.store[0] == "root" else _target_loop(ctx, stmt, f, fs.store, "store_at")
+    racing = _parallel_between(stmt if store is None else store.body, loop.var)
+    if racing:
+        where = "root" if store is None else f"{fs.store[1].name}, {fs.store[3]}"
+        raise ScheduleError(f"store_at({where}) on {f.name}: {f.name} is computed inside the "
+                            f"{racing.kind} loop {_pretty(ctx, racing.var)} but stored outside it, "
+                            f"so its iterations would share {f.name}'s storage (a race); store "
+                            "it inside that loop, or make the loop serial")
+    if store is None:
         return ir.Realize(f, [], memory, stmt)
-    store = _target_loop(ctx, stmt, f, fs.store, "store_at")
     inside = []
     _find_loops(store.body, loop.var, inside)
     if not inside:
@@ -212,6 +219,29 @@ def inject(ctx, stmt, f):
                             f"level must be outside the compute level "
                             f"({fs.compute[1].name}.{fs.compute[3]})")
     return _replace_loop(stmt, store, ir.Realize(f, [], memory, store.body))[0]
+
+
+def _parallel_between(s, var):
+    """A parallel / GPU loop on the path from ``s`` down to the loop named ``var``."""
+    if s is None:
+        return None
+    if isinstance(s, ir.For):
+        if s.var == var:
+            return s if s.kind in ("parallel", "gpu_block", "gpu_thread") else None
+        below = _parallel_between(s.body, var)
+        if below is not None:
+            return below
+        found = []
+        _find_loops(s.body, var, found)
+        if found and s.kind in ("parallel", "gpu_block", "gpu_thread"):
+            return s
+        return None
+    kids = list(s.stmts) if isinstance(s, ir.Block) else [getattr(s, f) for f in s.children]
+    for c in kids:
+        r = _parallel_between(c, var)
+        if r is not None:
+            return r
+    return None
 
 
 def double_buffered(ctx, stmt, f, loop, region, memory):

@@ -238,6 +238,9 @@ class Schedule:
             directives = data["directives"]
         except (ValueError, KeyError, TypeError) as e:
             raise ScheduleError(f"Schedule.from_json: not a schedlang schedule ({e})") from None
+        if data.get("schedlang_schedule") != 1:
+            raise ScheduleError(f"Schedule.from_json: unsupported schedule format version "
+                                f"{data.get('schedlang_schedule')!r} (this schedlang reads 1)")
         s = cls(*outputs)
         names = [o.name for o in s.outputs]
         if data.get("outputs", names) != names:

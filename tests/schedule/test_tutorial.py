@@ -334,16 +334,7 @@ def test_fuse_without_any_input():
 # The directives must reach the generated loop nest (not only give the right numbers):
 # a vectorized loop shows as vector expressions (ramp / xN broadcasts) in kern.loop_ir.
 
-SHIFT_NOT_VECTORIZED = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: vectorize after split(x, 8, tail='shift') on a symbolic extent never gives "
-           "vector code: the loop keeps an 'if f.s0.x < W' guard (only needed when W < 8) and "
-           "the vectorizer falls back to a serial loop; 'guard'/'auto' are partitioned and "
-           "vectorized")
-
-
-@pytest.mark.parametrize("tail", ["guard", "auto", pytest.param("shift",
-                                                                marks=SHIFT_NOT_VECTORIZED)])
+@pytest.mark.parametrize("tail", ["guard", "auto", "shift"])
 def test_vectorize_reaches_the_loop_nest(tail):
     A, f, y, x = build()
     s = sl.Schedule(f)
