@@ -1,0 +1,103 @@
+"""Lowering as a user sees it: pass dumps, the debug bounds mode, vector code in the
+generated IR, partitioned tails, and the errors lowering raises."""
+import numpy as np
+import pytest
+
+import schedlang as sl
+
+
+def _axpy():
+    A = sl.Input("A", sl.float32, ("N",))
+    B = sl.Input("B", sl.float32, ("N",))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] * 3.0 + B[x]
+    return A, B, x, f
+
+
+def test_dump_prints_every_pass_and_times(monkeypatch, capfd):
+    A, B, x, f = _axpy()
+    monkeypatch.setenv("SCHEDLANG_DUMP", "1")
+    sl.lower(f)
+    err = capfd.readouterr().err
+    for name in ("schedule_functions", "bounds_inference", "storage_flattening",
+                 "vectorize_loops", "final_simplify"):
+        assert f"after {name}:" in err
+    monkeypatch.setenv("SCHEDLANG_DUMP", "time")
+    sl.compile(f)
+    err = capfd.readouterr().err
+    assert "lowering total" in err and " ms" in err and "llvm codegen + jit" in err
+
+
+def test_vectorized_multiply_add_is_a_16_lane_fma_in_the_llvm_ir():
+    A, B, x, f = _axpy()
+    s = sl.Schedule(f)
+    s[f].vectorize(x, 16)
+    kern = sl.compile(f, s)
+    assert "<16 x float>" in kern.source
+    assert "fmuladd.v16f32" in kern.source or "fma.v16f32" in kern.source
+    a = np.arange(37, dtype=np.float32)
+    np.testing.assert_allclose(kern(A=a, B=a), a * 4, rtol=1e-6)
+
+
+def test_symbolic_tail_is_partitioned_into_a_vector_loop_and_a_guarded_tail():
+    A, B, x, f = _axpy()
+    s = sl.Schedule(f)
+    s[f].vectorize(x, 8)
+    ir = str(sl.lower(f, s))
+    assert "ramp(" in ir          # the steady part runs on vectors
+    assert "if f.s0.x < N" in ir   # the tail keeps its guard
+
+
+def test_debug_bounds_mode_checks_every_access(monkeypatch):
+    A, B, x, f = _axpy()
+    monkeypatch.setenv("SCHEDLANG_DEBUG", "bounds")
+    kern = sl.compile(f)
+    assert "assert " in kern.loop_ir
+    a = np.ones(5, np.float32)
+    np.testing.assert_array_equal(kern(A=a, B=a), np.full(5, 4, np.float32))
+
+
+def test_parallel_iterations_may_not_share_a_producer_buffer():
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    y, x = sl.vars("y x")
+    g = sl.Func("g")
+    g[y, x] = A[y, x] * 2
+    f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+    f[y, x] = g[y, x] + 1
+    s = sl.Schedule(f)
+    s[f].parallel(y)
+    s[g].store_root().compute_at(f, y)
+    with pytest.raises(sl.ScheduleError, match=r"on g: .*parallel loop f\.y.*race"):
+        sl.compile(f, s)
+
+
+def test_loop_directives_on_an_inlined_func_are_rejected():
+    A = sl.Input("A", sl.float32, ("N",))
+    x = sl.Var("x")
+    g = sl.Func("g")
+    g[x] = A[x] * 2
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = g[x] + 1
+    s = sl.Schedule(f)
+    s[g].vectorize(x, 8)
+    with pytest.raises(sl.ScheduleError, match=r"vectorize on g: g is computed inline.*"
+                                                r"compute_root"):
+        sl.compile(f, s)
+
+
+def test_compute_at_lists_legal_locations():
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    y, x = sl.vars("y x")
+    g = sl.Func("g")
+    g[y, x] = A[y, x] * 2
+    f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+    f[y, x] = g[y, x] + 1
+    h = sl.Func("h", shape=(A.shape[0], A.shape[1]))
+    h[y, x] = g[y, x] + f[y, x]
+    s = sl.Schedule(h)
+    s[f].compute_root()
+    s[g].compute_at(f, x)     # but h reads g too, outside f's loops
+    with pytest.raises(sl.ScheduleError, match=r"compute_at\(f, x\) on g: .*Legal locations for "
+                                                r"g are: root"):
+        sl.compile(h, s)
