@@ -526,3 +526,21 @@ def test_raised_errors_are_catchable_as_schedlang_error(gemm, ab):
     with pytest.raises(sl.SchedlangError):
         f[i] = X[i + 1]
         sl.compile(f)
+
+
+def test_several_outputs_compile_into_one_kernel():
+    A = sl.Input("Amulti", sl.float32, ("Nmulti",))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] * 2
+    g = sl.Func("g", shape=(A.shape[0],))
+    g[x] = f[x] + A[x]
+    s = sl.Schedule(f, g)
+    s[g].vectorize(x, 8)
+    kern = sl.compile([f, g], s)
+    a = np.arange(10, dtype=np.float32)
+    o1, o2 = kern(Amulti=a)
+    np.testing.assert_array_equal(o1, a * 2)
+    np.testing.assert_array_equal(o2, a * 3)
+    with pytest.raises(sl.ArgumentError, match="overlap"):
+        kern(Amulti=a, out=(o1, o1))
