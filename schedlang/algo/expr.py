@@ -220,12 +220,13 @@ class Call(Expr):
 
 
 class FuncRef(Expr):
-    """A read of a Func or Input at an index: ``A[i, k]``."""
+    """A read of a Func or Input at an index: ``A[i, k]``. ``via`` is the inlined Func
+    whose definition the read came from (so errors can name it)."""
 
-    __slots__ = ("func", "args")
+    __slots__ = ("func", "args", "via")
 
-    def __init__(self, func, args):
-        self.func, self.args, self.dtype = func, tuple(args), func.dtype
+    def __init__(self, func, args, via=None):
+        self.func, self.args, self.dtype, self.via = func, tuple(args), func.dtype, via
 
     def kids(self):
         return self.args
@@ -234,7 +235,7 @@ class FuncRef(Expr):
         kids = tuple(kids)
         if all(a is b for a, b in zip(kids, self.args)):
             return self
-        return FuncRef(self.func, kids)
+        return FuncRef(self.func, kids, self.via)
 
 
 class Reduce(Expr):

@@ -96,7 +96,7 @@ class AccessBoxes:
     def expr(self, e, site):
         def fn(n):
             if isinstance(n, E.FuncRef):
-                self.visit("call", n.func, n.args, self.scope, site)
+                self.visit("call", n.func, n.args, self.scope, n.via or site)
         E.walk_expr(e, fn)
 
     def _refine(self, cond):

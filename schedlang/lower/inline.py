@@ -17,6 +17,8 @@ def _expand(ctx, e, inline, memo):
             g = n.func
             d = ctx.schedule.definitions(g)[0]
             body = _expand(ctx, d.value, inline, memo)
+            body = E.map_expr(body, lambda r: E.FuncRef(r.func, r.args, r.via or g)
+                              if isinstance(r, E.FuncRef) and r.via is None else None)
             return E.substitute(body, {a.name: v for a, v in zip(d.args, n.args)})
         return None
     return E.map_expr(e, fn)

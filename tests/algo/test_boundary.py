@@ -274,9 +274,6 @@ def test_read_outside_in_second_dimension_is_error():
     assert "colshift" in msg and "A2d" in msg, msg
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the out-of-range read is reported against the "
-                                       "consumer the producer was inlined into, not the Func "
-                                       "whose definition contains the read")
 def test_read_outside_from_an_intermediate_func_names_it():
     A = sl.Input("src", sl.float32, ("N",))
     i = sl.Var("i")
