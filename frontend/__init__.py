@@ -1,1 +1,68 @@
-"""Tensor frontend: lazy Tensors whose ops lower to schedlang algorithm Funcs (SPEC §5)."""
+"""Tensor frontend: lazy Tensors whose ops lower to schedlang algorithm Funcs (SPEC §5).
+
+Every op is both a function here and a method of ``Tensor`` (``F.relu(x)`` and
+``x.relu()``), except ``F.where(c, a, b)``. Ops build pure algorithm Funcs and
+expressions; ``sl.compile(tensor)`` compiles a result (kernel arguments are the names
+given to ``Tensor.input``) and ``tensor.numpy()`` builds, compiles, caches and runs.
+Example::
+
+    import schedlang as sl
+    import schedlang.frontend as F
+    from schedlang.frontend import Tensor
+    x = Tensor.input("x", (1, 3, 16, 16)); w = Tensor.input("w", (8, 3, 3, 3))
+    kern = sl.compile(F.conv2d(x, w, padding=1).relu())
+    y = kern(x=np.ones((1, 3, 16, 16), np.float32), w=np.ones((8, 3, 3, 3), np.float32))
+    z = (Tensor(a) @ Tensor(b)).softmax(-1).numpy()
+"""
+from .elementwise import (abs, add, as_tensor, broadcast_shapes, cast, ceil, clamp, cos,  # noqa: F401,A004
+                          div, eq, erf, exp, floor, floordiv, ge, gelu, gt, le, log,
+                          logical_and, logical_not, logical_or, lt, maximum, minimum, mod, mul,
+                          ne, neg, pow, relu, rsqrt, sigmoid, sin, sqrt, sub, tanh, where)
+from .nn import (avg_pool2d, conv2d, layer_norm, layernorm, log_softmax, matmul, max,  # noqa: F401,A004
+                 max_pool2d, mean, min, softmax, sum)
+from .shape_ops import (concat, expand, flatten, getitem, pad, permute, reshape,  # noqa: F401
+                        squeeze, transpose, unsqueeze)
+from .tensor import Tensor, cache_info, clear_cache  # noqa: F401
+
+# Methods of Tensor: name -> function whose first argument is the tensor.
+_METHODS = {
+    "abs": abs, "cast": cast, "ceil": ceil, "clamp": clamp, "cos": cos, "erf": erf, "exp": exp,
+    "floor": floor, "gelu": gelu, "log": log, "relu": relu, "rsqrt": rsqrt,
+    "sigmoid": sigmoid, "sin": sin, "sqrt": sqrt, "tanh": tanh, "maximum": maximum,
+    "minimum": minimum, "add": add, "sub": sub, "mul": mul, "div": div,
+    "sum": sum, "max": max, "min": min, "mean": mean, "matmul": matmul, "softmax": softmax,
+    "log_softmax": log_softmax, "layernorm": layernorm, "layer_norm": layer_norm,
+    "conv2d": conv2d, "max_pool2d": max_pool2d, "avg_pool2d": avg_pool2d,
+    "reshape": reshape, "permute": permute, "transpose": transpose, "expand": expand,
+    "pad": pad, "concat": lambda x, others, axis=0: concat([x, *others], axis),
+    "flatten": flatten, "squeeze": squeeze, "unsqueeze": unsqueeze,
+}
+
+_OPERATORS = {
+    "__add__": add, "__sub__": sub, "__mul__": mul, "__truediv__": div,
+    "__floordiv__": floordiv, "__mod__": mod, "__pow__": pow, "__matmul__": matmul,
+    "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge, "__eq__": eq, "__ne__": ne,
+    "__and__": logical_and, "__or__": logical_or,
+    "__neg__": neg, "__abs__": abs, "__invert__": logical_not, "__getitem__": getitem,
+}
+
+_REFLECTED = {"__radd__": add, "__rsub__": sub, "__rmul__": mul, "__rtruediv__": div,
+              "__rfloordiv__": floordiv, "__rmod__": mod, "__rpow__": pow,
+              "__rmatmul__": matmul, "__rand__": logical_and, "__ror__": logical_or}
+
+
+def _reflected(fn):
+    def method(self, other):
+        return fn(other, self)
+    method.__doc__ = f"``other {fn.__name__} self`` (reflected operator)."
+    return method
+
+
+for _name, _fn in {**_METHODS, **_OPERATORS}.items():
+    setattr(Tensor, _name, _fn)
+for _name, _fn in _REFLECTED.items():
+    setattr(Tensor, _name, _reflected(_fn))
+Tensor.T = property(lambda self: permute(self, *reversed(range(self.ndim))),
+                    doc="The tensor with its dims reversed (for 2-D: the transpose).")
+Tensor.__hash__ = object.__hash__
+del _name, _fn

@@ -23,6 +23,10 @@ from . import llvm_runtime as RT
 from .llvm_types import F32, I32, _const_int, _is_f32_or_f64, _mangle, reg_type
 
 
+def _element(ty):
+    return ty.element if isinstance(ty, ir.VectorType) else ty
+
+
 class ArithmeticCodegen:
     """``expr_BinOp`` / ``expr_UnOp`` / ``expr_Select`` / ``expr_Cast`` / ``expr_Call`` and
     their helpers (``_cast``, ``_to_f32``, ``_from_f32``, ``_minmax``, ``_math`` ...)."""
@@ -311,6 +315,9 @@ class ArithmeticCodegen:
         return self._from_f32(out, dt) if narrow else out
 
     def _math(self, name, args):
+        if name == "exp" and _element(args[0].type) == F32 and isinstance(args[0].type,
+                                                                        ir.VectorType):
+            return self._vector_expf(args[0])
         if name == "rsqrt":
             s = self._math1("sqrt", args[0])
             return self.b.fdiv(self._const_like(s.type, 1.0), s)
@@ -321,6 +328,39 @@ class ArithmeticCodegen:
         ty = args[0].type
         fn = self._intrinsic(f"llvm.{self._LLVM_MATH[name]}.{_mangle(ty)}", ty, [ty] * len(args))
         return self.b.call(fn, args)
+
+    def _vector_expf(self, x):
+        """exp of a float32 vector without a libm call per lane: Cephes' range reduction
+        x = n*ln2 + r, a degree-7 polynomial for e**r, and 2**n built from exponent bits
+        (in two halves, so results down to the smallest subnormals are right). About 1 ulp;
+        inf / 0 / NaN as libm gives them."""
+        b, ty = self.b, x.type
+        c = (lambda v: self._const_like(ty, v))
+        ity = ir.VectorType(I32, ty.count)
+        xc = self._fminmax(self._fminmax(x, c(88.72283935546875), "min"), c(-103.97), "max")
+        fx = self._math1("floor", b.fadd(b.fmul(xc, c(1.44269504088896341)), c(0.5)))
+        r = b.fsub(b.fsub(xc, b.fmul(fx, c(0.693359375))), b.fmul(fx, c(-2.12194440e-4)))
+        y = c(1.9875691500e-4)
+        for k in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+                  5.0000001201e-1):
+            y = b.fadd(b.fmul(y, r), c(k))
+        y = b.fadd(b.fadd(b.fmul(b.fmul(y, r), r), r), c(1.0))
+        n = b.fptosi(fx, ity)
+        half = b.ashr(n, ir.Constant(ity, [1] * ty.count))
+        rest = b.sub(n, half)
+
+        def pow2(k):
+            bits = b.shl(b.add(k, ir.Constant(ity, [127] * ty.count)),
+                         ir.Constant(ity, [23] * ty.count))
+            return b.bitcast(bits, ty)
+        out = b.fmul(b.fmul(y, pow2(half)), pow2(rest))
+        # below ln(2**-150) the result rounds to 0 (the clamp alone would give 2**-149)
+        out = b.select(b.fcmp_ordered("<", x, c(-103.972077)), c(0.0), out)
+        return b.select(b.fcmp_unordered("uno", x, x), x, out)
+
+    def _fminmax(self, a, bnd, which):
+        cmp = self.b.fcmp_ordered("<" if which == "min" else ">", a, bnd)
+        return self.b.select(cmp, a, bnd)
 
     def _math1(self, name, a):
         return self._math(name, [a])

@@ -1,0 +1,296 @@
+"""Elementwise ops with numpy broadcasting: arithmetic, comparisons, math, cast, where.
+
+Each op composes the element expressions of its operands (no Func, no storage), so
+chains of elementwise ops are inlined into whatever consumes them. Python scalars on
+either side are weak literals (numpy 2 / torch promotion, as in the algorithm
+language). Example::
+
+    import schedlang.frontend as F
+    x = F.Tensor(np.array([[-1.0, 2.0]], np.float32))
+    F.where(x > 0, x, 0.1 * x).numpy()       # leaky relu: [[-0.1, 2.0]]
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import schedlang as sl
+from schedlang.algo import expr as E
+from schedlang.algo import types as T
+
+from .tensor import Tensor, is_scalar, scalar_key
+
+
+def as_tensor(x):
+    """A Tensor as is; a numpy array / list as an eager constant Tensor."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (np.ndarray, list, tuple)):
+        return Tensor(x)
+    raise sl.AlgorithmError(f"expected a Tensor or an array, got {x!r} ({type(x).__name__})")
+
+
+def broadcast_shapes(*shapes, op="broadcast"):
+    """The numpy broadcast of ``shapes``; an ``sl.AlgorithmError`` naming them if they
+    do not broadcast. Example: ``broadcast_shapes((2, 1), (3,)) == (2, 3)``."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for d in range(ndim):
+        sizes = {s[len(s) - ndim + d] for s in shapes if len(s) - ndim + d >= 0}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            raise sl.AlgorithmError(f"{op}: shapes {', '.join(str(tuple(s)) for s in shapes)} do "
+                                    f"not broadcast (dimension {d - ndim}: sizes "
+                                    f"{sorted(sizes)})")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def broadcast_index(idx, src_shape, out_shape):
+    """Index into a source of ``src_shape`` broadcast to ``out_shape``: leading output
+    dims are dropped and size-1 source dims read index 0."""
+    lead = len(out_shape) - len(src_shape)
+    return [E.Const(0, T.int32) if n == 1 and out_shape[lead + d] != 1 else idx[lead + d]
+            for d, n in enumerate(src_shape)]
+
+
+def _coerce(x):
+    if isinstance(x, Tensor) or is_scalar(x):
+        return x
+    if isinstance(x, (np.ndarray, list, tuple)):
+        return Tensor(x)
+    raise sl.AlgorithmError(f"cannot use {x!r} ({type(x).__name__}) as a Tensor operand; use a "
+                            "Tensor, a numpy array or a Python number")
+
+
+def elementwise(op, fn, *operands, extra=()):
+    """Apply ``fn(*element_exprs)`` to Tensors / scalars with broadcasting.
+
+    ``op`` and ``extra`` (hashable) identify the op in the kernel cache key; scalar
+    operands are part of the key too. The result dtype is the dtype of ``fn``'s result.
+    """
+    operands = [_coerce(x) for x in operands]
+    tensors = [x for x in operands if isinstance(x, Tensor)]
+    if not tensors:
+        raise sl.AlgorithmError(f"{op}: at least one operand must be a Tensor")
+    shape = broadcast_shapes(*(t.shape for t in tensors), op=op)
+    layout = tuple("T" if isinstance(x, Tensor) else scalar_key(x) for x in operands)
+
+    def index_fn(idx):
+        args = [x.element(broadcast_index(idx, x.shape, shape)) if isinstance(x, Tensor) else x
+                for x in operands]
+        return E.fix_weak(E.to_expr(fn(*args)))
+
+    probe = fn(*[E.Var("_p", x.dtype) if isinstance(x, Tensor) else x for x in operands])
+    dtype = E.fix_weak(E.to_expr(probe)).dtype
+    return Tensor.make(op, (layout, extra), tensors, shape, dtype, index_fn)
+
+
+# ---------------------------------------------------------------------- arithmetic
+
+def add(a, b):
+    """``a + b`` with broadcasting: ``F.add(x, 1)``."""
+    return elementwise("add", lambda p, q: p + q, a, b)
+
+
+def sub(a, b):
+    """``a - b`` with broadcasting: ``F.sub(x, y)``."""
+    return elementwise("sub", lambda p, q: p - q, a, b)
+
+
+def mul(a, b):
+    """``a * b`` with broadcasting: ``F.mul(x, 2.0)``."""
+    return elementwise("mul", lambda p, q: p * q, a, b)
+
+
+def div(a, b):
+    """``a / b``: true division (integers become float32, as torch): ``F.div(x, y)``."""
+    return elementwise("div", lambda p, q: E.true_div(p, q), a, b)
+
+
+def floordiv(a, b):
+    """``a // b``: floor division (Python semantics for integers): ``F.floordiv(x, 3)``."""
+    return elementwise("floordiv", lambda p, q: p // q, a, b)
+
+
+def mod(a, b):
+    """``a % b``: modulo with the divisor's sign (Python semantics): ``F.mod(x, 3)``."""
+    return elementwise("mod", lambda p, q: p % q, a, b)
+
+
+def pow(a, b):  # noqa: A001 - the op's name
+    """``a ** b``: small integer literal exponents multiply out, else float pow: ``x ** 2``."""
+    return elementwise("pow", lambda p, q: p ** q, a, b)
+
+
+def neg(x):
+    """``-x``: ``F.neg(x)``."""
+    return elementwise("neg", lambda p: -p, x)
+
+
+def abs(x):  # noqa: A001
+    """Absolute value (integers stay integers): ``F.abs(x)``."""
+    return elementwise("abs", lambda p: sl.abs(p), x)
+
+
+def maximum(a, b):
+    """Elementwise maximum of two operands: ``F.maximum(x, 0)``."""
+    return elementwise("maximum", lambda p, q: sl.max(p, q), a, b)
+
+
+def minimum(a, b):
+    """Elementwise minimum of two operands: ``F.minimum(x, 6)``."""
+    return elementwise("minimum", lambda p, q: sl.min(p, q), a, b)
+
+
+def clamp(x, lo, hi):
+    """``min(max(x, lo), hi)`` elementwise: ``F.clamp(x, 0, 6)``."""
+    return elementwise("clamp", lambda p, a, b: sl.clamp(p, a, b), x, lo, hi)
+
+
+# ---------------------------------------------------------------------- comparisons
+
+def lt(a, b):
+    """``a < b`` as a bool Tensor: ``F.lt(x, 0)``."""
+    return elementwise("lt", lambda p, q: E.binary("lt", p, q), a, b)
+
+
+def le(a, b):
+    """``a <= b`` as a bool Tensor: ``F.le(x, y)``."""
+    return elementwise("le", lambda p, q: E.binary("le", p, q), a, b)
+
+
+def gt(a, b):
+    """``a > b`` as a bool Tensor: ``F.gt(x, 0)``."""
+    return elementwise("gt", lambda p, q: E.binary("gt", p, q), a, b)
+
+
+def ge(a, b):
+    """``a >= b`` as a bool Tensor: ``F.ge(x, y)``."""
+    return elementwise("ge", lambda p, q: E.binary("ge", p, q), a, b)
+
+
+def eq(a, b):
+    """``a == b`` as a bool Tensor (``x == y`` on Tensors is this op): ``F.eq(x, 1)``."""
+    return elementwise("eq", lambda p, q: E.binary("eq", p, q), a, b)
+
+
+def ne(a, b):
+    """``a != b`` as a bool Tensor: ``F.ne(x, 0)``."""
+    return elementwise("ne", lambda p, q: E.binary("ne", p, q), a, b)
+
+
+def logical_and(a, b):
+    """Elementwise ``a & b`` (bitwise for integers, logical for bool): ``(x > 0) & (x < 1)``."""
+    return elementwise("and", lambda p, q: p & q, a, b)
+
+
+def logical_or(a, b):
+    """Elementwise ``a | b`` (bitwise for integers, logical for bool): ``(x < 0) | (x > 1)``."""
+    return elementwise("or", lambda p, q: p | q, a, b)
+
+
+def logical_not(x):
+    """Elementwise ``~x`` (logical not for bool): ``~(x > 0)``."""
+    return elementwise("not", lambda p: ~p, x)
+
+
+# ---------------------------------------------------------------------- math
+
+def _math(name, x):
+    return elementwise(name, getattr(sl, name), x)
+
+
+def exp(x):
+    """``e**x`` (integers become float32): ``F.exp(x)``."""
+    return _math("exp", x)
+
+
+def log(x):
+    """Natural logarithm: ``F.log(x)``."""
+    return _math("log", x)
+
+
+def sqrt(x):
+    """Square root: ``F.sqrt(x)``."""
+    return _math("sqrt", x)
+
+
+def rsqrt(x):
+    """``1 / sqrt(x)``: ``F.rsqrt(x)``."""
+    return _math("rsqrt", x)
+
+
+def sin(x):
+    """Sine: ``F.sin(x)``."""
+    return _math("sin", x)
+
+
+def cos(x):
+    """Cosine: ``F.cos(x)``."""
+    return _math("cos", x)
+
+
+def tanh(x):
+    """Hyperbolic tangent: ``F.tanh(x)``."""
+    return _math("tanh", x)
+
+
+def erf(x):
+    """The error function: ``F.erf(x)``."""
+    return _math("erf", x)
+
+
+def floor(x):
+    """Round down (float): ``F.floor(x)``."""
+    return _math("floor", x)
+
+
+def ceil(x):
+    """Round up (float): ``F.ceil(x)``."""
+    return _math("ceil", x)
+
+
+def _float(e):
+    return e if e.dtype.is_float else sl.cast(sl.float32, e)
+
+
+def sigmoid(x):
+    """``1 / (1 + exp(-x))`` (integers become float32): ``F.sigmoid(x)``."""
+    return elementwise("sigmoid", lambda p: 1.0 / (1.0 + sl.exp(-_float(E.to_expr(p)))), x)
+
+
+def relu(x):
+    """``max(x, 0)``, keeping the dtype: ``F.relu(x)``."""
+    return elementwise("relu", lambda p: sl.max(p, 0), x)
+
+
+def gelu(x):
+    """GELU, exact erf form as torch's default: ``0.5 * x * (1 + erf(x / sqrt(2)))``.
+    Example: ``F.gelu(x)``."""
+    inv_sqrt2 = 1.0 / math.sqrt(2.0)
+
+    def fn(p):
+        p = _float(E.to_expr(p))
+        return 0.5 * p * (1.0 + sl.erf(p * inv_sqrt2))
+    return elementwise("gelu", fn, x)
+
+
+def cast(x, dtype):
+    """Convert to ``dtype`` with C semantics (float to int truncates, narrowing wraps).
+    Example: ``F.cast(x, sl.int32)`` or ``x.cast(sl.float16)``."""
+    dtype = T.as_dtype(dtype)
+    return elementwise("cast", lambda p: sl.cast(dtype, p), x, extra=(dtype.name,))
+
+
+def where(cond, a, b):
+    """``a`` where the bool ``cond`` holds, else ``b``, with broadcasting of all three.
+    Example: ``F.where(x > 0, x, 0)``."""
+    def fn(c, p, q):
+        c = E.to_expr(c)
+        if not c.dtype.is_bool:
+            raise sl.AlgorithmError(f"where: the condition must be a bool Tensor (a comparison), "
+                                    f"got dtype {c.dtype}")
+        return sl.select(c, p, q)
+    return elementwise("where", fn, cond, a, b)

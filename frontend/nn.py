@@ -1,0 +1,262 @@
+"""Reductions and network ops: sum / max / min / mean, matmul, softmax, log_softmax,
+layernorm, conv2d, max_pool2d and avg_pool2d. Each reduction is a Func with an inline
+``sl.sum`` / ``sl.maximum`` / ``sl.minimum`` over RDoms (compute_root by default);
+everything around it stays inline. Semantics follow torch. Example::
+
+    import schedlang.frontend as F
+    x = F.Tensor(np.random.rand(1, 3, 8, 8).astype(np.float32))
+    w = F.Tensor(np.random.rand(4, 3, 3, 3).astype(np.float32))
+    y = F.conv2d(x, w, padding=1).relu().max_pool2d(2).numpy()    # (1, 4, 4, 4)
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+import schedlang as sl
+
+from . import elementwise as EW
+from . import shape_ops as S
+from .tensor import Tensor, fresh_name
+
+_REDUCERS = {"sum": sl.sum, "max": sl.maximum, "min": sl.minimum}
+
+
+def _axes(axis, ndim, op):
+    if axis is None:
+        return tuple(range(ndim))
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    axes = tuple(sorted({S.normalize_axis(a, ndim, op) for a in items}))
+    if len(axes) != len(items):
+        raise sl.AlgorithmError(f"{op}: repeated axis in {axis!r}")
+    return axes
+
+
+def _reduce(kind, x, axis, keepdims):
+    x = EW.as_tensor(x)
+    axes = _axes(axis, x.ndim, kind)
+    if not axes:
+        return x
+    if kind in ("max", "min") and any(x.shape[a] == 0 for a in axes):
+        raise sl.AlgorithmError(f"{kind}: cannot reduce over an empty axis (shape {x.shape})")
+    kept = [d for d in range(x.ndim) if d not in axes]
+    shape = tuple(x.shape[d] for d in kept)
+
+    def body(ivars):
+        src, it = [None] * x.ndim, iter(ivars)
+        for d in kept:
+            src[d] = next(it)
+        rdoms = []
+        for a in axes:
+            r = sl.RDom(x.shape[a], name=fresh_name("r"))
+            rdoms.append(r)
+            src[a] = r.as_expr()
+        return _REDUCERS[kind](x.element(src), over=rdoms)
+    red = Tensor.materialize(kind, (axes,), [x], shape, body)
+    if not keepdims:
+        return red
+    return S.reshape(red, tuple(1 if d in axes else n for d, n in enumerate(x.shape)))
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001 - the op's name
+    """Sum over ``axis`` (None: all; int or tuple; negative ok). The dtype is kept (bool
+    sums as int32). Example: ``x.sum(-1, keepdims=True)``."""
+    return _reduce("sum", x, axis, keepdims)
+
+
+def max(x, axis=None, keepdims=False):  # noqa: A001
+    """Maximum over ``axis`` (values only): ``x.max(axis=1)``."""
+    return _reduce("max", x, axis, keepdims)
+
+
+def min(x, axis=None, keepdims=False):  # noqa: A001
+    """Minimum over ``axis`` (values only): ``x.min(axis=(0, 1))``."""
+    return _reduce("min", x, axis, keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    """Mean over ``axis``; integers give float32: ``x.mean(-1)``."""
+    x = EW.as_tensor(x)
+    axes = _axes(axis, x.ndim, "mean")
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    return EW.div(_reduce("sum", x, axes, keepdims), count)
+
+
+# ---------------------------------------------------------------------- matmul
+
+def matmul(a, b):
+    """Matrix product with torch / numpy semantics: 2-D, batched N-D with broadcasting of
+    the batch dims, and 1-D operands (a vector is promoted, then its dim removed).
+    Example: ``(Tensor(a) @ Tensor(b)).numpy()``."""
+    a, b = EW.as_tensor(a), EW.as_tensor(b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise sl.AlgorithmError(f"matmul: both operands need at least 1 dimension, got shapes "
+                                f"{a.shape} and {b.shape}")
+    a2 = S.unsqueeze(a, 0) if a.ndim == 1 else a
+    b2 = S.unsqueeze(b, -1) if b.ndim == 1 else b
+    K = a2.shape[-1]
+    if b2.shape[-2] != K:
+        raise sl.AlgorithmError(f"matmul: shapes {a.shape} and {b.shape} do not match: the "
+                                f"inner dimensions are {K} and {b2.shape[-2]}")
+    batch = EW.broadcast_shapes(a2.shape[:-2], b2.shape[:-2], op="matmul batch dims of "
+                                f"{a.shape} @ {b.shape}")
+    M, N = a2.shape[-2], b2.shape[-1]
+    shape = batch + (M, N)
+
+    def body(ivars):
+        bidx, i, j = ivars[:-2], ivars[-2], ivars[-1]
+        k = sl.RDom(K, name=fresh_name("k"))
+        ai = EW.broadcast_index(bidx, a2.shape[:-2], batch) + [i, k.as_expr()]
+        bi = EW.broadcast_index(bidx, b2.shape[:-2], batch) + [k.as_expr(), j]
+        return sl.sum(a2.element(ai) * b2.element(bi))
+    if K == 0:
+        raise sl.AlgorithmError(f"matmul: shapes {a.shape} and {b.shape} have an empty inner "
+                                "dimension; this is not supported")
+    out = Tensor.materialize("matmul", (), [a2, b2], shape, body)
+    if a.ndim == 1:
+        out = S.squeeze(out, -2)
+    if b.ndim == 1:
+        out = S.squeeze(out, -1)
+    return out
+
+
+# ---------------------------------------------------------------------- softmax family
+
+def softmax(x, axis=-1):
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``; the exponentials are stored once
+    (compute_root). Example: ``x.softmax(-1)``."""
+    x = EW.as_tensor(x)
+    m = max(x, axis, keepdims=True)
+    z = EW.exp(EW.sub(x, m))
+    e = Tensor.materialize("softmax_exp", (), [z], z.shape, z.element, root=True)
+    return EW.div(e, sum(e, axis, keepdims=True))
+
+
+def log_softmax(x, axis=-1):
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``: ``x.log_softmax(-1)``."""
+    x = EW.as_tensor(x)
+    z = EW.sub(x, max(x, axis, keepdims=True))
+    return EW.sub(z, EW.log(sum(EW.exp(z), axis, keepdims=True)))
+
+
+def layernorm(x, weight=None, bias=None, eps=1e-5):
+    """Layer normalisation over the last axis (torch ``layer_norm``, biased variance):
+    ``(x - mean) / sqrt(var + eps) * weight + bias``. Example: ``x.layernorm(w, b)``."""
+    x = EW.as_tensor(x)
+    if x.ndim == 0:
+        raise sl.AlgorithmError("layernorm: needs at least one dimension")
+    d = x.shape[-1]
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and EW.as_tensor(p).shape != (d,):
+            raise sl.AlgorithmError(f"layernorm: {name} has shape {EW.as_tensor(p).shape}, "
+                                    f"expected ({d},) for input of shape {x.shape}")
+    xc = EW.sub(x, mean(x, -1, keepdims=True))
+    var = mean(EW.mul(xc, xc), -1, keepdims=True)
+    out = EW.mul(xc, EW.rsqrt(EW.add(var, float(eps))))
+    if weight is not None:
+        out = EW.mul(out, EW.as_tensor(weight))
+    if bias is not None:
+        out = EW.add(out, EW.as_tensor(bias))
+    return out
+
+
+layer_norm = layernorm
+
+
+# ---------------------------------------------------------------------- convolution / pooling
+
+def _pair(v, what):
+    if isinstance(v, (tuple, list)):
+        if len(v) != 2:
+            raise sl.AlgorithmError(f"{what} must be an int or a pair, got {v!r}")
+        return int(v[0]), int(v[1])
+    return int(v), int(v)
+
+
+def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution as torch (cross-correlation): ``x`` is (N, C, H, W), ``w`` is
+    (O, C // groups, KH, KW), optional ``bias`` (O,). Zero padding is an index map.
+    Example: ``F.conv2d(x, w, stride=2, padding=1, groups=2)``."""
+    x, w = EW.as_tensor(x), EW.as_tensor(w)
+    if x.ndim != 4 or w.ndim != 4:
+        raise sl.AlgorithmError(f"conv2d: needs x (N, C, H, W) and w (O, C/groups, KH, KW), got "
+                                f"shapes {x.shape} and {w.shape}")
+    (sh, sw), (ph, pw), (dh, dw) = (_pair(stride, "conv2d stride"),
+                                    _pair(padding, "conv2d padding"),
+                                    _pair(dilation, "conv2d dilation"))
+    N, C, H, W = x.shape
+    O, Cg, KH, KW = w.shape
+    if groups < 1 or C % groups or O % groups or Cg != C // groups:
+        raise sl.AlgorithmError(f"conv2d: x of shape {x.shape} and w of shape {w.shape} do not "
+                                f"match with groups={groups} (need C = {Cg} * groups and O "
+                                "divisible by groups)")
+    if builtins.min(sh, sw, dh, dw) < 1 or builtins.min(ph, pw) < 0:
+        raise sl.AlgorithmError("conv2d: stride and dilation must be >= 1, padding >= 0")
+    Ho = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
+    Wo = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
+    if Ho <= 0 or Wo <= 0:
+        raise sl.AlgorithmError(f"conv2d: the kernel {w.shape[2:]} (dilation {(dh, dw)}) does not "
+                                f"fit the padded input {(H + 2 * ph, W + 2 * pw)}")
+    xp = S.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    Og = O // groups
+
+    def body(iv):
+        n, o, h, ww = iv
+        r = sl.RDom(Cg, KH, KW, name=fresh_name("r"))
+        c = r.x if groups == 1 else (o // Og) * Cg + r.x
+        xi = [n, c, h * sh + r.y * dh if sh != 1 or dh != 1 else h + r.y,
+              ww * sw + r.z * dw if sw != 1 or dw != 1 else ww + r.z]
+        return sl.sum(xp.element(xi) * w.element([o, r.x, r.y, r.z]))
+    out = Tensor.materialize("conv2d", ((sh, sw), (ph, pw), (dh, dw), groups), [xp, w],
+                             (N, O, Ho, Wo), body)
+    if bias is not None:
+        b = EW.as_tensor(bias)
+        if b.shape != (O,):
+            raise sl.AlgorithmError(f"conv2d: bias has shape {b.shape}, expected ({O},)")
+        out = EW.add(out, S.reshape(b, (O, 1, 1)))
+    return out
+
+
+def _pool(kind, x, kernel_size, stride, padding):
+    x = EW.as_tensor(x)
+    if x.ndim < 2:
+        raise sl.AlgorithmError(f"{kind}: needs at least 2 dims (..., H, W), got shape {x.shape}")
+    kh, kw = _pair(kernel_size, f"{kind} kernel_size")
+    sh, sw = _pair(kernel_size if stride is None else stride, f"{kind} stride")
+    ph, pw = _pair(padding, f"{kind} padding")
+    if ph > kh // 2 or pw > kw // 2 or builtins.min(ph, pw) < 0:
+        raise sl.AlgorithmError(f"{kind}: padding {(ph, pw)} must be >= 0 and at most half the "
+                                f"kernel size {(kh, kw)}")
+    H, W = x.shape[-2:]
+    Ho, Wo = (H + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
+    if Ho <= 0 or Wo <= 0:
+        raise sl.AlgorithmError(f"{kind}: kernel {(kh, kw)} is larger than the padded input "
+                                f"{(H + 2 * ph, W + 2 * pw)}")
+    if kind == "max_pool2d":
+        value = -float("inf") if x.dtype.is_float else x.dtype.min_value()
+    else:
+        value = 0
+    lead = x.ndim - 2
+    xp = S.pad(x, ((0, 0),) * lead + ((ph, ph), (pw, pw)), value=value)
+
+    def body(iv):
+        r = sl.RDom(kh, kw, name=fresh_name("r"))
+        e = xp.element(list(iv[:-2]) + [iv[-2] * sh + r.x, iv[-1] * sw + r.y])
+        return sl.maximum(e) if kind == "max_pool2d" else sl.sum(e)
+    out = Tensor.materialize(kind, ((kh, kw), (sh, sw), (ph, pw)), [xp],
+                             x.shape[:-2] + (Ho, Wo), body)
+    return out if kind == "max_pool2d" else EW.div(out, kh * kw)
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0):
+    """Max pooling over the last two dims (torch; padding reads -inf, stride defaults to
+    the kernel size). Example: ``x.max_pool2d(3, stride=2, padding=1)``."""
+    return _pool("max_pool2d", x, kernel_size, stride, padding)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0):
+    """Average pooling over the last two dims (torch, ``count_include_pad=True``: padded
+    zeros count). Example: ``x.avg_pool2d(2)``."""
+    return _pool("avg_pool2d", x, kernel_size, stride, padding)
+

@@ -1,0 +1,350 @@
+"""Index maps: reshape, permute / transpose, expand, squeeze / unsqueeze, pad, slicing
+and concat. None of them copies: each maps an output index to a source index (and, for
+pad / concat, selects between sources), so consumers read the source directly.
+Example::
+
+    x = Tensor(np.arange(12, dtype=np.float32))
+    x.reshape(3, 4).T[1:, ::2].numpy()       # a view of x, computed in one kernel
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import schedlang as sl
+from schedlang.algo import expr as E
+from schedlang.algo import types as T
+
+from .tensor import Tensor, scalar_key
+
+_INT32_MAX = 2**31 - 1
+
+
+def _const(v):
+    return E.Const(int(v), T.int32)
+
+
+def normalize_axis(axis, ndim, op):
+    """``axis`` in ``[-ndim, ndim)`` as a non-negative int, else an AlgorithmError."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise sl.AlgorithmError(f"{op}: an axis must be an int, got {axis!r}")
+    if not -ndim <= axis < max(ndim, 1):
+        raise sl.AlgorithmError(f"{op}: axis {axis} is out of range for a tensor with {ndim} "
+                                "dimension(s)")
+    return int(axis) % max(ndim, 1)
+
+
+def _shape_args(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def _clamp(e, n):
+    return sl.clamp(e, 0, n - 1)
+
+
+# ---------------------------------------------------------------------- reshape
+
+def _groups(src, dst):
+    """Pair up runs of source and destination dims with equal products (row-major)."""
+    if 0 in src or 0 in dst or not src or not dst:
+        return [(list(range(len(src))), list(range(len(dst))))]
+    groups, i, j = [], 0, 0
+    while i < len(src) and j < len(dst):
+        gi, gj = [i], [j]
+        pi, pj = src[i], dst[j]
+        i, j = i + 1, j + 1
+        while pi != pj:
+            if pi < pj:
+                gi.append(i)
+                pi *= src[i]
+                i += 1
+            else:
+                gj.append(j)
+                pj *= dst[j]
+                j += 1
+        groups.append((gi, gj))
+    groups[-1][0].extend(range(i, len(src)))   # trailing size-1 dims
+    groups[-1][1].extend(range(j, len(dst)))
+    return groups
+
+
+def reshape(x, *shape):
+    """Row-major reshape (no copy): ``x.reshape(2, -1)`` or ``F.reshape(x, (2, 6))``.
+
+    One ``-1`` is inferred. The source index is the unravelled flat index of the output
+    index, computed per group of dims whose sizes match, e.g. (6, 4) -> (2, 3, 4) only
+    divides the first index.
+    """
+    shape = _shape_args(shape)
+    if shape.count(-1) > 1:
+        raise sl.AlgorithmError(f"reshape{shape}: at most one dimension may be -1")
+    known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+    if -1 in shape:
+        if known == 0 or x.size % known:
+            raise sl.AlgorithmError(f"reshape: cannot reshape a tensor of shape {x.shape} into "
+                                    f"{shape}")
+        shape = tuple(x.size // known if s == -1 else s for s in shape)
+    if any(s < 0 for s in shape) or int(np.prod(shape, dtype=np.int64)) != x.size:
+        raise sl.AlgorithmError(f"reshape: cannot reshape a tensor of shape {x.shape} "
+                                f"({x.size} elements) into {shape}")
+    if shape == x.shape:
+        return x
+    groups = _groups(x.shape, shape)
+
+    def index_fn(idx):
+        src = [None] * x.ndim
+        for gi, gj in groups:
+            big = int(np.prod([shape[j] for j in gj], dtype=np.int64)) > _INT32_MAX
+            flat, stride = None, 1
+            for j in reversed(gj):
+                if shape[j] != 1:
+                    term = E.cast(T.int64, idx[j]) if big else idx[j]
+                    term = term if stride == 1 else term * stride
+                    flat = term if flat is None else term + flat
+                stride *= shape[j]
+            stride = 1
+            for pos, i in enumerate(reversed(gi)):
+                n = x.shape[i]
+                if n == 1 or flat is None:
+                    src[i] = _const(0)
+                else:
+                    e = flat if stride == 1 else flat // stride
+                    if pos != len(gi) - 1:
+                        e = e % n
+                    src[i] = E.cast(T.int32, e) if big else e
+                stride *= n
+        return x.element(src)
+    return Tensor.make("reshape", shape, [x], shape, x.dtype, index_fn)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    """Merge dims ``start_dim..end_dim`` into one (torch): ``x.flatten(1)``."""
+    if x.ndim == 0:
+        return reshape(x, 1)
+    a = normalize_axis(start_dim, x.ndim, "flatten")
+    b = normalize_axis(end_dim, x.ndim, "flatten")
+    merged = int(np.prod(x.shape[a:b + 1], dtype=np.int64))
+    return reshape(x, x.shape[:a] + (merged,) + x.shape[b + 1:])
+
+
+def unsqueeze(x, dim):
+    """Insert a size-1 dim at ``dim`` (torch): ``x.unsqueeze(0)``."""
+    d = normalize_axis(dim, x.ndim + 1, "unsqueeze")
+    return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
+
+
+def squeeze(x, dim=None):
+    """Drop size-1 dims (all, or the given one / tuple): ``x.squeeze(0)``."""
+    if dim is None:
+        dims = [d for d, n in enumerate(x.shape) if n == 1]
+    else:
+        dims = [normalize_axis(d, x.ndim, "squeeze")
+                for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    return reshape(x, tuple(n for d, n in enumerate(x.shape) if d not in dims or n != 1))
+
+
+# ---------------------------------------------------------------------- permute / expand
+
+def permute(x, *dims):
+    """Reorder dims (no copy): ``x.permute(0, 2, 1)``; output dim ``d`` is source dim
+    ``dims[d]``, as torch / ``np.transpose(x, dims)``."""
+    dims = _shape_args(dims)
+    norm = [normalize_axis(d, x.ndim, "permute") for d in dims]
+    if sorted(norm) != list(range(x.ndim)):
+        raise sl.AlgorithmError(f"permute{dims}: not a permutation of the {x.ndim} dims of a "
+                                f"tensor of shape {x.shape}")
+    if norm == list(range(x.ndim)):
+        return x
+    shape = tuple(x.shape[d] for d in norm)
+
+    def index_fn(idx):
+        src = [None] * x.ndim
+        for out_d, in_d in enumerate(norm):
+            src[in_d] = idx[out_d]
+        return x.element(src)
+    return Tensor.make("permute", tuple(norm), [x], shape, x.dtype, index_fn)
+
+
+def transpose(x, dim0=-2, dim1=-1):
+    """Swap two dims (no copy): ``x.transpose(0, 1)``."""
+    a = normalize_axis(dim0, x.ndim, "transpose")
+    b = normalize_axis(dim1, x.ndim, "transpose")
+    dims = list(range(x.ndim))
+    dims[a], dims[b] = dims[b], dims[a]
+    return permute(x, *dims)
+
+
+def expand(x, *shape):
+    """Broadcast to ``shape`` (torch ``expand``; ``-1`` keeps a dim, new dims lead).
+    Example: ``Tensor(np.ones((3, 1))).expand(2, 3, 4)``."""
+    shape = _shape_args(shape)
+    lead = len(shape) - x.ndim
+    if lead < 0:
+        raise sl.AlgorithmError(f"expand: the target {shape} has fewer dims than the tensor "
+                                f"{x.shape}")
+    out = []
+    for d, n in enumerate(shape):
+        src = x.shape[d - lead] if d >= lead else None
+        if n == -1:
+            if src is None:
+                raise sl.AlgorithmError(f"expand{shape}: -1 is not allowed for a new leading dim")
+            n = src
+        if src is not None and src != 1 and src != n:
+            raise sl.AlgorithmError(f"expand: cannot expand shape {x.shape} to {shape} "
+                                    f"(dimension {d}: {src} -> {n})")
+        out.append(n)
+    out = tuple(out)
+    if out == x.shape:
+        return x
+
+    def index_fn(idx):
+        return x.element([_const(0) if x.shape[d] == 1 and out[d + lead] != 1 else idx[d + lead]
+                          for d in range(x.ndim)])
+    return Tensor.make("expand", out, [x], out, x.dtype, index_fn)
+
+
+# ---------------------------------------------------------------------- pad
+
+def _pad_widths(pad_width, ndim):
+    w = np.asarray(pad_width, dtype=object)
+    try:
+        if w.ndim == 0:
+            pairs = [(int(w), int(w))] * ndim
+        elif w.ndim == 1 and len(w) == 2:
+            pairs = [(int(w[0]), int(w[1]))] * ndim
+        elif w.ndim == 1 and len(w) == 1:
+            pairs = [(int(w[0]), int(w[0]))] * ndim
+        else:
+            pairs = [(int(a), int(b)) for a, b in pad_width]
+    except (TypeError, ValueError):
+        pairs = None
+    if pairs is None or len(pairs) != ndim or any(a < 0 or b < 0 for a, b in pairs):
+        raise sl.AlgorithmError(f"pad: pad_width must be ((before, after), ...) with one "
+                                f"non-negative pair per dimension ({ndim}), got {pad_width!r}")
+    return pairs
+
+
+def pad(x, pad_width, value=0):
+    """Constant padding, numpy-style widths (no copy): ``x.pad(((0, 0), (1, 2)), value=-1)``.
+
+    Reads outside the source give ``value``; the source index is clamped into range, so
+    every read is provably in bounds.
+    """
+    pairs = _pad_widths(pad_width, x.ndim)
+    if all(a == 0 and b == 0 for a, b in pairs):
+        return x
+    for (a, b), n in zip(pairs, x.shape):
+        if n == 0 and (a or b):
+            raise sl.AlgorithmError(f"pad: cannot pad an empty dimension of shape {x.shape}")
+    shape = tuple(n + a + b for (a, b), n in zip(pairs, x.shape))
+
+    def index_fn(idx):
+        inside, src = None, []
+        for j, (a, b), n in zip(idx, pairs, x.shape):
+            if a == 0 and b == 0:
+                src.append(j)
+                continue
+            ok = (j >= a) & (j < a + n) if a else (j < n)
+            inside = ok if inside is None else inside & ok
+            src.append(_clamp(j - a, n) if a else _clamp(j, n))
+        return sl.select(inside, x.element(src), value)
+    probe = sl.select(E.Var("_c", sl.bool), E.Var("_p", x.dtype), value)
+    return Tensor.make("pad", (tuple(pairs), scalar_key(value)), [x], shape, probe.dtype,
+                       index_fn)
+
+
+# ---------------------------------------------------------------------- getitem
+
+def getitem(x, key):
+    """Basic numpy indexing (no copy): ints (negative ok), slices (any non-zero step),
+    ``None`` and ``...``. Example: ``x[0, 1:-1, ::2]``."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise sl.AlgorithmError("getitem: at most one '...' in an index")
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > x.ndim:
+        raise sl.AlgorithmError(f"getitem: too many indices ({used}) for a tensor of shape "
+                                f"{x.shape}")
+    if Ellipsis in key:
+        e = key.index(Ellipsis)
+        key = key[:e] + (slice(None),) * (x.ndim - used) + key[e + 1:]
+    else:
+        key = key + (slice(None),) * (x.ndim - used)
+    plan, shape, d = [], [], 0      # plan: ("int", v) | ("slice", start, step) | ("new",)
+    for k in key:
+        if k is None:
+            plan.append(("new",))
+            shape.append(1)
+            continue
+        n = x.shape[d]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            length = len(range(start, stop, step))
+            plan.append(("slice", start if length else 0, step))
+            shape.append(length)
+        elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            v = int(k)
+            if not -n <= v < n:
+                raise sl.AlgorithmError(f"getitem: index {v} is out of range for dimension {d} "
+                                        f"of size {n} (shape {x.shape})")
+            plan.append(("int", v % n))
+        else:
+            raise sl.AlgorithmError(f"getitem: unsupported index {k!r}; use ints, slices, None "
+                                    "or ...")
+        d += 1
+    shape = tuple(shape)
+
+    def index_fn(idx):
+        src, o = [], 0
+        for p in plan:
+            if p[0] == "new":
+                o += 1
+            elif p[0] == "int":
+                src.append(_const(p[1]))
+            else:
+                j = idx[o]
+                o += 1
+                src.append(j if p[2] == 1 and p[1] == 0 else p[1] + p[2] * j)
+        return x.element(src)
+    return Tensor.make("getitem", tuple(plan), [x], shape, x.dtype, index_fn)
+
+
+# ---------------------------------------------------------------------- concat
+
+def concat(tensors, axis=0):
+    """Join tensors along ``axis`` (no copy: a select on the index), promoting dtypes.
+    Example: ``F.concat([a, b], axis=1)``."""
+    from .elementwise import as_tensor
+    tensors = [as_tensor(t) for t in tensors]
+    if not tensors:
+        raise sl.AlgorithmError("concat: needs at least one tensor")
+    first = tensors[0]
+    ax = normalize_axis(axis, first.ndim, "concat")
+    for t in tensors[1:]:
+        if t.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(t.shape, first.shape))
+                                       if d != ax):
+            raise sl.AlgorithmError(f"concat(axis={axis}): shapes "
+                                    f"{', '.join(str(u.shape) for u in tensors)} differ outside "
+                                    "the concatenation axis")
+    tensors = [t for t in tensors if t.shape[ax] > 0] or tensors[:1]
+    if len(tensors) == 1:
+        return tensors[0]
+    offsets = np.cumsum([0] + [t.shape[ax] for t in tensors]).tolist()
+    shape = first.shape[:ax] + (offsets[-1],) + first.shape[ax + 1:]
+
+    def part(t, off, idx):
+        src = list(idx)
+        src[ax] = _clamp(idx[ax] - off, t.shape[ax]) if off else _clamp(idx[ax], t.shape[ax])
+        return t.element(src)
+
+    def index_fn(idx):
+        e = part(tensors[-1], offsets[-2], idx)
+        for k in range(len(tensors) - 2, -1, -1):
+            e = sl.select(idx[ax] < offsets[k + 1], part(tensors[k], offsets[k], idx), e)
+        return e
+    probe = E.Var("_p", tensors[0].dtype)
+    for t in tensors[1:]:
+        probe = sl.select(E.Var("_c", sl.bool), probe, E.Var("_p", t.dtype))
+    return Tensor.make("concat", (ax,), tensors, shape, probe.dtype, index_fn)

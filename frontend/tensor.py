@@ -1,0 +1,296 @@
+"""The lazy ``Tensor`` of the frontend, its graph key, default schedule and kernel cache.
+
+A Tensor is a node of an expression graph: a shape (tuple of ints), a dtype and a
+function ``index_fn(idx) -> Expr`` giving the algorithm expression of one element at
+the index expressions ``idx``. Ops that need their own storage (reductions, matmul,
+values used many times) also carry a materialized ``sl.Func``. Nothing here emits
+loops: ``.numpy()`` builds an output Func and a default Schedule, compiles them with
+``sl.compile`` (cached by the graph's structure) and runs the kernel. Example::
+
+    from schedlang.frontend import Tensor
+    x = Tensor(np.ones((4, 8), np.float32))
+    y = (x * 2 + 1).numpy()                 # eager: build, compile, run
+    a = Tensor.input("a", (4, 8))           # named input for sl.compile
+    kern = sl.compile(a.exp()); out = kern(a=np.zeros((4, 8), np.float32))
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+import schedlang as sl
+from schedlang.algo import types as T
+
+_names = itertools.count()
+
+
+def fresh_name(prefix: str) -> str:
+    """A Func / Input name unique in this process, e.g. ``matmul7``."""
+    return f"{prefix}{next(_names)}"
+
+
+def scalar_key(v):
+    """A hashable key of a Python / numpy scalar that keeps its type (1, 1.0, True differ)."""
+    if isinstance(v, np.generic):
+        return ("np", v.dtype.str, repr(v.item()))
+    return (type(v).__name__, repr(v))
+
+
+def is_scalar(v) -> bool:
+    """True for Python numbers / bools and numpy scalars (operands that are not Tensors)."""
+    return isinstance(v, (bool, int, float, np.generic))
+
+
+class Tensor:
+    """A lazy n-dimensional array whose ops build schedlang algorithm Funcs.
+
+    ``Tensor(array)`` wraps a numpy array (or anything ``np.asarray`` takes) as an eager
+    constant input; ``Tensor.input(name, shape, dtype)`` makes a named kernel input.
+    Ops (``+``, ``@``, ``.sum()``, ``.softmax()``, ...) return new Tensors without
+    computing anything; ``.numpy()`` computes. Example::
+
+        t = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+        t.sum(axis=1).numpy()            # array([ 3., 12.], dtype=float32)
+    """
+
+    __array_ufunc__ = None   # numpy arrays on the left of an operator defer to Tensor
+
+    def __init__(self, data):
+        arr = np.ascontiguousarray(np.asarray(data))
+        dtype = T.from_numpy(arr.dtype)
+        name = fresh_name("_c")
+        stored = arr.reshape(arr.shape or (1,))
+        inp = sl.Input(name, dtype, stored.shape)
+        if arr.ndim == 0:
+            fn = lambda idx: inp[0]  # noqa: E731
+        else:
+            fn = lambda idx: inp[tuple(idx)]  # noqa: E731
+        self._init("const", (), (), tuple(int(s) for s in arr.shape), dtype, fn)
+        self.input_node, self.array = inp, stored
+
+    # ------------------------------------------------------------------ construction
+    def _init(self, op, params, srcs, shape, dtype, index_fn, func=None, root=False):
+        self.op, self.params, self.srcs = op, params, tuple(srcs)
+        self.shape, self.dtype, self.index_fn = tuple(int(s) for s in shape), dtype, index_fn
+        self.func, self.root = func, root
+        self.input_node, self.array = None, None
+        self._pipeline = None
+
+    @classmethod
+    def make(cls, op, params, srcs, shape, dtype, index_fn, func=None, root=False):
+        """Internal constructor for op results: ``op`` and hashable ``params`` plus the source
+        Tensors form the structural key; ``index_fn(idx)`` gives the element expression."""
+        t = cls.__new__(cls)
+        t._init(op, params, srcs, shape, dtype, index_fn, func, root)
+        return t
+
+    @classmethod
+    def input(cls, name, shape, dtype=sl.float32):
+        """A named kernel input: ``x = Tensor.input("x", (1, 64, 56, 56))``.
+
+        The Tensor reads ``sl.Input(name, dtype, shape)``; compile a result with
+        ``sl.compile(y)`` and call the kernel with ``kern(x=array)``. Shapes are ints.
+        """
+        if isinstance(shape, int):
+            shape = (shape,)
+        shape = tuple(shape)
+        for s in shape:
+            if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
+                raise sl.AlgorithmError(f"Tensor.input({name!r}): shape must be a tuple of ints "
+                                        f">= 0, got {shape!r}")
+        dtype = T.as_dtype(dtype)
+        inp = sl.Input(name, dtype, shape or (1,))
+        fn = (lambda idx: inp[0]) if not shape else (lambda idx: inp[tuple(idx)])
+        t = cls.make("input", (name,), (), shape, dtype, fn)
+        t.input_node = inp
+        return t
+
+    @classmethod
+    def materialize(cls, op, params, srcs, shape, body_fn, root=False):
+        """A Tensor stored in its own Func: ``f[i0, i1, ...] = body_fn([i0, i1, ...])``.
+
+        Reductions (``sl.sum`` etc. inside ``body_fn``) make the Func compute_root by the
+        algorithm language's default; ``root=True`` asks for compute_root of a pure Func.
+        """
+        shape = tuple(int(s) for s in shape)
+        ivars = [sl.Var(f"i{d}") for d in range(len(shape))]
+        f = sl.Func(fresh_name(op), shape=shape)
+        f[tuple(ivars)] = body_fn(ivars)
+        return cls.make(op, params, srcs, shape, f.dtype, lambda idx: f[tuple(idx)], func=f,
+                        root=root)
+
+    # ------------------------------------------------------------------ basic properties
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions: ``Tensor(np.zeros((2, 3))).ndim == 2``."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements: ``Tensor(np.zeros((2, 3))).size == 6``."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d Tensor")
+        return self.shape[0]
+
+    def __repr__(self):
+        return f"Tensor(op={self.op}, shape={self.shape}, dtype={self.dtype})"
+
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        raise sl.AlgorithmError("a lazy Tensor has no Python truth value; call .numpy() first")
+
+    def element(self, idx):
+        """The algorithm expression of the element at ``idx`` (a list of int expressions)."""
+        if len(idx) != self.ndim:
+            raise sl.AlgorithmError(f"internal: {self.op} tensor of shape {self.shape} indexed "
+                                    f"with {len(idx)} indices")
+        return self.index_fn(list(idx))
+
+    # ------------------------------------------------------------------ lowering
+    def __schedlang_pipeline__(self):
+        """``(output Func, default Schedule)`` for ``sl.compile(tensor)``."""
+        if self._pipeline is None:
+            out = self._output_func()
+            self._pipeline = (out, default_schedule(self, out))
+        return self._pipeline
+
+    def _output_func(self):
+        if self.func is not None and self.func.shape is not None and \
+                len(self.func.shape) == self.ndim:
+            return self.func
+        ivars = [sl.Var(f"i{d}") for d in range(self.ndim)]
+        f = sl.Func(fresh_name("out"), shape=self.shape)
+        f[tuple(ivars)] = self.element(ivars)
+        return f
+
+    def numpy(self):
+        """Compute the Tensor and return a numpy array (eager path).
+
+        Builds the output Func and default schedule, compiles them (a kernel is reused for
+        any later graph of the same structure, shapes and dtypes) and runs it with the
+        bound arrays. Example: ``(Tensor(a) @ Tensor(b)).softmax(-1).numpy()``.
+        """
+        key, leaves = graph_key(self)
+        entry = KERNEL_CACHE.get(key)
+        if entry is None:
+            out, sched = self.__schedlang_pipeline__()
+            kern = sl.compile(out, sched)
+            entry = (kern, [leaf.input_node.name for leaf in leaves])
+            KERNEL_CACHE[key] = entry
+            CACHE_STATS["compiles"] += 1
+        else:
+            CACHE_STATS["hits"] += 1
+        kern, names = entry
+        wanted = {i.name for i in kern.inputs}
+        args = {}
+        for name, leaf in zip(names, leaves):
+            if name not in wanted:
+                continue
+            if leaf.array is None:
+                raise sl.AlgorithmError(
+                    f"Tensor.input {leaf.input_node.name!r} has no data, so .numpy() cannot run; "
+                    f"compile instead: kern = sl.compile(t); kern({leaf.input_node.name}=array)")
+            args[name] = leaf.array
+        result = kern(**args)
+        return np.asarray(result).reshape(self.shape)
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def item(self):
+        """The single value of a one-element Tensor as a Python number."""
+        return self.numpy().item()
+
+
+# ---------------------------------------------------------------------- graph key / cache
+
+KERNEL_CACHE: dict = {}
+CACHE_STATS = {"compiles": 0, "hits": 0}
+
+
+def cache_info() -> dict:
+    """Counters of the eager kernel cache: ``{"compiles": n, "hits": m, "size": k}``."""
+    return dict(CACHE_STATS, size=len(KERNEL_CACHE))
+
+
+def clear_cache():
+    """Forget every cached eager kernel and reset the counters."""
+    KERNEL_CACHE.clear()
+    CACHE_STATS.update(compiles=0, hits=0)
+
+
+def topo_order(t: Tensor) -> list:
+    """Every Tensor ``t`` depends on, each once, sources before users."""
+    order, seen, stack = [], set(), [(t, False)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            order.append(n)
+            continue
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        stack.append((n, True))
+        for s in reversed(n.srcs):
+            if id(s) not in seen:
+                stack.append((s, False))
+    return order
+
+
+def graph_key(t: Tensor):
+    """``(key, leaves)``: a hashable structural key of the graph ending in ``t`` (ops,
+    parameters, shapes, dtypes and sharing; not array values or generated names), and
+    the input leaves in the key's order."""
+    order = topo_order(t)
+    index = {id(n): k for k, n in enumerate(order)}
+    rows, leaves = [], []
+    for n in order:
+        if n.input_node is not None:
+            leaves.append(n)
+        rows.append((n.op, n.params, n.shape, n.dtype.name,
+                     tuple(index[id(s)] for s in n.srcs)))
+    return tuple(rows), leaves
+
+
+# ---------------------------------------------------------------------- default schedule
+
+VECTOR_WIDTH = 8
+
+
+def default_schedule(t: Tensor, out):
+    """A schedule that is good without tuning: every stored Func (the output, reductions,
+    Funcs marked root) runs its outermost loop in parallel and its innermost pure loop
+    vectorized by 8 (tail handled by split's ``"auto"``); elementwise chains stay inline."""
+    s = sl.Schedule(out)
+    stored = {id(out): out}
+    for n in topo_order(t):
+        if n.func is None:
+            continue
+        if n.root and n.func is not out:
+            s[n.func].compute_root()
+        if n.root or n.func.definitions[0].reductions:
+            stored[id(n.func)] = n.func
+    present = {id(f) for f in s.funcs}
+    for f in stored.values():
+        if id(f) in present:
+            loop_schedule(s, f)
+    return s
+
+
+def loop_schedule(s, f):
+    """Parallel outermost / vectorized innermost pure loop of Func ``f`` in ``s``."""
+    shape = [int(x.value) for x in f.shape] if f.shape is not None else None
+    args = list(f.args)
+    if not args or shape is None:
+        return
+    stage = s[f]
+    if shape[-1] >= VECTOR_WIDTH:
+        stage.vectorize(args[-1], VECTOR_WIDTH)
+    if len(args) >= 2 and shape[0] > 1:
+        stage.parallel(args[0])
