@@ -12,7 +12,7 @@ import schedlang as sl
 
 
 def parse_size(workload, text):
-    """``--size``: gemm ``N`` or ``MxNxK``; blur ``N`` or ``HxW``."""
+    """``--size``: gemm ``N`` or ``MxNxK``; blur ``N`` or ``HxW``; softmax ``N`` or ``RxC``."""
     try:
         parts = [int(p) for p in str(text).lower().split("x")]
     except ValueError:
@@ -22,7 +22,7 @@ def parse_size(workload, text):
             return (parts[0],) * 3
         if len(parts) == 3:
             return tuple(parts)
-    if workload == "blur":
+    if workload in ("blur", "softmax"):
         if len(parts) == 1:
             return (parts[0], parts[0])
         if len(parts) == 2:
@@ -139,4 +139,52 @@ class Blur(Workload):
         return 1e-5
 
 
-WORKLOADS = {"gemm": Gemm, "blur": Blur}
+class Softmax(Workload):
+    """Row softmax of an fp32 R x C matrix; the rate is GB/s of input read."""
+
+    name = "softmax"
+    unit = "GB/s"
+    default_sizes = ("4096",)
+
+    def amount(self):
+        r, c = self.size
+        return 4.0 * r * c
+
+    def algorithm(self):
+        rows, cols = self.size
+        X = sl.Input("X", sl.float32, (rows, cols))
+        i, j = sl.vars("i j")
+        r = sl.RDom(cols, name="r")
+        row_max = sl.Func("row_max")
+        row_max[i] = sl.maximum(X[i, r])
+        e = sl.Func("e")
+        e[i, j] = sl.exp(X[i, j] - row_max[i])
+        den = sl.Func("den")
+        den[i] = sl.sum(e[i, r])
+        out = sl.Func("softmax", shape=(rows, cols))
+        out[i, j] = e[i, j] / den[i]
+        s = sl.Schedule(out)
+        vw = 16 if cols >= 16 else 1
+        s[out].parallel(i).vectorize(j, vw)
+        s[e].compute_at(out, i).vectorize(j, vw)
+        # both row reductions: 16 partial results per row in a vector, then combined
+        for red in (row_max, den):
+            s[red].compute_at(out, i)
+            s[red].split(r, vw)
+            part = s[red].rfactor("r.i")
+            s[part].compute_at(out, i).reorder("r.o", "r.i").vectorize("r.i")
+        return out, s
+
+    def inputs(self):
+        rows, cols = self.size
+        return {"X": self.rng.standard_normal((rows, cols), dtype=np.float32)}
+
+    def numpy(self, X):
+        e = np.exp(X - X.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def tolerance(self):
+        return 1e-6
+
+
+WORKLOADS = {"gemm": Gemm, "blur": Blur, "softmax": Softmax}
