@@ -403,7 +403,6 @@ class Func(Callable):
         if self.definitions and len(args) != self.ndim:
             raise AlgorithmError(f"{self.name} has {self.ndim} dimensions but is indexed with "
                                  f"{len(args)}: {self.name}[{', '.join(map(str, args))}]")
-        E.FuncRef.__init__  # noqa: B018 (documentation: dtype checked at construction)
         if not self.definitions:
             raise AlgorithmError(f"Func {self.name} is used before it is defined; define it with "
                                  f"{self.name}[...] = ... first")

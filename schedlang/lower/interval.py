@@ -127,7 +127,7 @@ class _Bounds:
         if isinstance(e, E.Select):
             return union(self.go(e.t), self.go(e.f))
         if isinstance(e, E.Call) and e.name == "abs" and dt.is_int:
-            a = self.go(e.a if hasattr(e, "a") else e.args[0])
+            a = self.go(e.args[0])
             if not a.bounded:
                 return Interval(E.Const(0, T.int64), None)
             return Interval(E.Const(0, T.int64), _op("max", _neg(a.lo), a.hi))

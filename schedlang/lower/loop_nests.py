@@ -16,7 +16,7 @@ from ..errors import ScheduleError
 from . import ir
 from .context import AccFunc
 from .prove import prove
-from .simplify import const_value, simplify
+from .simplify import simplify
 
 I64 = T.int64
 
@@ -283,5 +283,3 @@ def build_func(ctx, func):
     return ir.make_block([build_stage(ctx, func, st, d)
                           for st, d in zip(stages, ctx.defs[id(func)])])
 
-
-__all__ = ["build_func", "build_stage", "StageLoops", "const_value"]

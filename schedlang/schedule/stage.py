@@ -93,9 +93,6 @@ class StageSchedule:
     def _is_output(self):
         return any(self.func is o for o in self.schedule.outputs)
 
-    def _returns_var(self, name, is_rvar):
-        return E.Var(name)
-
     def loop_names(self):
         """The stage's loops, outermost first."""
         return [d.name for d in self.dims]

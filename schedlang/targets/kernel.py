@@ -17,7 +17,6 @@ import time
 import numpy as np
 
 from ..algo import expr as E
-from ..algo import types as T
 from ..algo.evaluate import Unbound, evaluate
 from ..errors import ArgumentError, SchedlangError
 from ..lower.ir import ERROR_CODES
@@ -287,4 +286,4 @@ def _param_names(schedule):
     return names
 
 
-__all__ = ["Kernel", "TimingStats", "default_threads", "T"]
+__all__ = ["Kernel", "TimingStats", "default_threads"]
