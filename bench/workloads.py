@@ -12,7 +12,8 @@ import schedlang as sl
 
 
 def parse_size(workload, text):
-    """``--size``: gemm ``N`` or ``MxNxK``; blur ``N`` or ``HxW``; softmax ``N`` or ``RxC``."""
+    """``--size``: gemm ``N`` or ``MxNxK``; conv ``NxCxHxWxK``; blur ``N`` or ``HxW``;
+    softmax ``N`` or ``RxC``."""
     try:
         parts = [int(p) for p in str(text).lower().split("x")]
     except ValueError:
@@ -22,6 +23,11 @@ def parse_size(workload, text):
             return (parts[0],) * 3
         if len(parts) == 3:
             return tuple(parts)
+    if workload == "conv":
+        if len(parts) == 5:
+            return tuple(parts)
+        if len(parts) == 1:   # N channels in and out on a 56 x 56 image
+            return (1, parts[0], 56, 56, parts[0])
     if workload in ("blur", "softmax"):
         if len(parts) == 1:
             return (parts[0], parts[0])
@@ -139,6 +145,86 @@ class Blur(Workload):
         return 1e-5
 
 
+class Conv(Workload):
+    """fp32 NCHW convolution (ResNet-style layer): kernel 3x3 with padding 1 (or 1x1 with
+    padding 0), stride 1 or 2, NCHW in and out, weights OIHW."""
+
+    name = "conv"
+    default_sizes = ("1x64x56x56x64",)
+
+    def __init__(self, size, stride=1, kernel=3):
+        super().__init__(size)
+        self.stride, self.kernel = stride, kernel
+        self.pad = kernel // 2
+
+    @property
+    def shape_text(self):
+        extra = (f"/s{self.stride}" if self.stride != 1 else "") + (
+            f"/k{self.kernel}" if self.kernel != 3 else "")
+        return "x".join(str(v) for v in self.size) + extra
+
+    def out_hw(self):
+        _, _, h, w, _ = self.size
+        return ((h + 2 * self.pad - self.kernel) // self.stride + 1,
+                (w + 2 * self.pad - self.kernel) // self.stride + 1)
+
+    def amount(self):
+        n, c, _, _, k = self.size
+        ho, wo = self.out_hw()
+        return 2.0 * n * k * c * self.kernel ** 2 * ho * wo
+
+    def algorithm(self):
+        n_, c_, h, w, k_ = self.size
+        kk, st, p = self.kernel, self.stride, self.pad
+        ho, wo = self.out_hw()
+        X = sl.Input("X", sl.float32, (n_, c_, h, w))
+        Wt = sl.Input("W", sl.float32, (k_, c_, kk, kk))
+        n, k, y, x = sl.vars("n k y x")
+        c, yp, xp_ = sl.vars("c yp xp")
+        padded = sl.Func("padded")
+        padded[n, c, yp, xp_] = sl.constant_exterior(X, 0.0)[n, c, yp - p, xp_ - p]
+        r = sl.RDom(c_, kk, kk, name="r")
+        out = sl.Func("conv", shape=(n_, k_, ho, wo))
+        out[n, k, y, x] = sl.sum(padded[n, r.x, y * st + r.y, x * st + r.z] * Wt[k, r.x, r.y, r.z])
+        s = sl.Schedule(out)
+        # a tile of 8 output channels x 32 columns accumulates in 16 AVX-512 registers
+        tk = 8 if k_ % 8 == 0 else 1
+        tx = 32 if wo >= 32 else (16 if wo >= 16 else wo)
+        vw = 16 if tx >= 16 else 1
+        acc = s[out].cache_write("local")
+        ko, ki = s[out].split(k, tk)
+        xo, xi = s[out].split(x, tx)
+        s[out].reorder(n, ko, y, xo, ki, xi).vectorize(xi, vw).parallel(y)
+        s[acc].compute_at(out, xo)
+        s[acc].reorder("r.x", "r.y", "r.z", k, x).vectorize(x, vw).unroll(k)
+        if tx > vw:
+            s[acc].unroll("x.o")
+        # the zero-padded input is made once, so the inner loop reads it without tests
+        s[padded].compute_root().vectorize(xp_, 16 if w >= 16 else 1)
+        return out, s
+
+    def inputs(self):
+        n, c, h, w, k = self.size
+        kk = self.kernel
+        return {"X": self.rng.standard_normal((n, c, h, w), dtype=np.float32),
+                "W": self.rng.standard_normal((k, c, kk, kk), dtype=np.float32)}
+
+    def numpy(self, X, W):
+        n, c, h, w, k = self.size
+        kk, st, p = self.kernel, self.stride, self.pad
+        ho, wo = self.out_hw()
+        xp = np.pad(X, ((0, 0), (0, 0), (p, p), (p, p)))
+        out = np.zeros((n, k, ho, wo), np.float32)
+        for ry in range(kk):
+            for rx in range(kk):
+                win = xp[:, :, ry:ry + st * (ho - 1) + 1:st, rx:rx + st * (wo - 1) + 1:st]
+                out += np.einsum("nchw,kc->nkhw", win, W[:, :, ry, rx])
+        return out
+
+    def tolerance(self):
+        return 2e-3
+
+
 class Softmax(Workload):
     """Row softmax of an fp32 R x C matrix; the rate is GB/s of input read."""
 
@@ -187,4 +273,4 @@ class Softmax(Workload):
         return 1e-6
 
 
-WORKLOADS = {"gemm": Gemm, "blur": Blur, "softmax": Softmax}
+WORKLOADS = {"gemm": Gemm, "conv": Conv, "blur": Blur, "softmax": Softmax}

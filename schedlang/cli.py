@@ -41,6 +41,9 @@ def _torch_row(w, values, threads):
         def fn():
             bx = (img[:, :-2] + img[:, 1:-1] + img[:, 2:]) * (1.0 / 3)
             return (bx[:-2] + bx[1:-1] + bx[2:]) * (1.0 / 3)
+    elif w.name == "conv":
+        x = args["X"].contiguous()
+        fn = (lambda: torch.nn.functional.conv2d(x, args["W"], stride=w.stride, padding=w.pad))
     elif w.name == "softmax":
         fn = (lambda: torch.softmax(args["X"], dim=1))
     else:
@@ -48,13 +51,20 @@ def _torch_row(w, values, threads):
     return measure(fn)
 
 
-def run_one(workload, size_text, threads, compare, target):
+def make_workload(workload, size_text, stride=1, kernel=3):
+    WORKLOADS, parse_size = _workloads()
+    size = parse_size(workload, size_text)
+    if workload == "conv":
+        return WORKLOADS[workload](size, stride=stride, kernel=kernel)
+    return WORKLOADS[workload](size)
+
+
+def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3):
     """Measure one (workload, size) at one thread count; returns CSV-shaped dict rows."""
     import numpy as np
 
     from schedlang.bench.timing import measure
-    WORKLOADS, parse_size = _workloads()
-    w = WORKLOADS[workload](parse_size(workload, size_text))
+    w = make_workload(workload, size_text, stride, kernel)
     values = w.inputs()
     kern = w.compile() if target == "llvm" else None
     if kern is None:
@@ -89,7 +99,7 @@ def _child_rows(args, workload, size, threads):
     for k in THREAD_ENV:
         env[k] = str(threads)
     cmd = [sys.executable, "-m", "schedlang.cli", "_measure", workload, size, str(threads),
-           ",".join(args.compare), args.target]
+           ",".join(args.compare), args.target, str(args.stride), str(args.kernel)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode != 0:
         sys.stderr.write(out.stderr)
@@ -181,8 +191,7 @@ def cmd_show(args):
     WORKLOADS, parse_size = _workloads()
     if args.workload not in WORKLOADS:
         raise SystemExit(f"unknown workload {args.workload!r}; choose from {', '.join(WORKLOADS)}")
-    w = WORKLOADS[args.workload](parse_size(args.workload, args.size or
-                                            WORKLOADS[args.workload].default_sizes[0]))
+    w = make_workload(args.workload, args.size or WORKLOADS[args.workload].default_sizes[0])
     outs, s = w.algorithm()
     if args.schedule:
         with open(args.schedule) as fh:
@@ -196,8 +205,9 @@ def cmd_show(args):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["_measure"]:
-        _, workload, size, threads, compare, target = argv
-        rows = run_one(workload, size, int(threads), compare.split(","), target)
+        _, workload, size, threads, compare, target, stride, kernel = argv
+        rows = run_one(workload, size, int(threads), compare.split(","), target, int(stride),
+                       int(kernel))
         print(json.dumps(rows))
         return 0
     p = argparse.ArgumentParser(prog="schedlang", description=__doc__.splitlines()[0])
@@ -210,6 +220,8 @@ def main(argv=None):
     b.add_argument("--compare", default="numpy,torch",
                    type=lambda t: [x for x in t.split(",") if x])
     b.add_argument("--threads", default=None, help="N or a list like 1,2 (default: all cores)")
+    b.add_argument("--stride", type=int, default=1, choices=(1, 2), help="conv stride")
+    b.add_argument("--kernel", type=int, default=3, choices=(1, 3), help="conv kernel size")
     b.add_argument("--csv")
     b.add_argument("--plot")
     b.add_argument("--verbose", action="store_true")
