@@ -43,3 +43,18 @@ def test_show_prints_schedule_loop_ir_and_code():
     assert "# schedule" in r.stdout and "cache_write" in r.stdout
     assert "# loop IR" in r.stdout and "for " in r.stdout
     assert "define" in r.stdout
+
+
+def test_bench_conv_variants_and_softmax_are_checked_and_timed(tmp_path):
+    out = tmp_path / "rows.csv"
+    for extra in ([], ["--stride", "2"], ["--kernel", "1"]):
+        r = _run("bench", "conv", "--size", "1x8x10x12x8", "--threads", "1", "--compare",
+                 "numpy", *extra)
+        assert r.returncode == 0, r.stderr
+        assert "conv" in r.stdout and "GFLOP/s" in r.stdout
+    r = _run("bench", "softmax", "--size", "6x40", "--threads", "1", "--compare", "numpy",
+             "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert {row["system"] for row in rows} == {"schedlang", "numpy"}
+    assert all(row["unit"] == "GB/s" and row["shape"] == "6x40" for row in rows)
