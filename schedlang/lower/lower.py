@@ -16,6 +16,7 @@ from .context import LowerContext
 from .debug_bounds import debug_bounds
 from .inline import inline_functions
 from .partition_loops import partition_loops
+from .promote_accumulators import promote_accumulators
 from .remove_guards import remove_guards
 from .schedule_functions import schedule_functions
 from .simplify import simplify_stmt
@@ -35,6 +36,7 @@ PASSES = [
     ("unroll_loops", unroll_loops),
     ("partition_loops", partition_loops),
     ("vectorize_loops", vectorize_loops),
+    ("promote_accumulators", promote_accumulators),
     ("final_simplify", lambda s, ctx: simplify_stmt(s)),
 ]
 

@@ -101,3 +101,37 @@ def test_compute_at_lists_legal_locations():
     with pytest.raises(sl.ScheduleError, match=r"compute_at\(f, x\) on g: .*Legal locations for "
                                                 r"g are: root"):
         sl.compile(h, s)
+
+
+def test_accumulators_of_an_inner_reduction_loop_are_promoted():
+    A = sl.Input("A", sl.float32, (64, 32))
+    B = sl.Input("B", sl.float32, (32, 48))
+    i, j = sl.vars("i j")
+    k = sl.RDom(32, name="k")
+    C = sl.Func("C", shape=(64, 48))
+    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    s = sl.Schedule(C)
+    s[C].split(j, 16)
+    s[C].reorder(i, "j.o", k, "j.i").vectorize("j.i")
+    kern = sl.compile(C, s)
+    # C[i, j-tile] lives in a local accumulator across the k loop, stored once after it
+    assert "C.acc" in kern.loop_ir
+    rng = np.random.default_rng(5)
+    a = rng.random((64, 32), dtype=np.float32)
+    b = rng.random((32, 48), dtype=np.float32)
+    np.testing.assert_allclose(kern(A=a, B=b), a @ b, rtol=1e-5)
+
+
+def test_guarded_accumulators_are_not_promoted():
+    A = sl.Input("A", sl.float32, ("M", "K"))
+    i = sl.Var("i")
+    k = sl.RDom(A.shape[1], name="k")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = sl.sum(A[i, k])
+    s = sl.Schedule(f)
+    s[f].split(i, 4)          # guarded: M may not be a multiple of 4
+    s[f].reorder("i.o", k, "i.i")
+    kern = sl.compile(f, s)
+    assert "f.acc" not in kern.loop_ir
+    a = np.random.default_rng(6).random((7, 5), dtype=np.float32)
+    np.testing.assert_allclose(kern(A=a), a.sum(1), rtol=1e-5)

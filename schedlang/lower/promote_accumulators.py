@@ -1,0 +1,163 @@
+"""Pass: keep accumulators in registers across the innermost serial loops. When a loop
+reads and writes a buffer only at addresses that do not change inside it (a reduction
+into C[i, j] over k), the values are loaded once into small local buffers before the
+loop, updated there, and stored back after it; LLVM turns those into registers. LLVM's
+own promotion does this only when it can prove enough about the whole nest.
+Example: ``for k: C[i] = C[i] + A[k]`` becomes
+``t = C[i]; for k: t = t + A[k]; C[i] = t``.
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..algo import types as T
+from . import ir
+from .simplify import difference, simplify
+
+
+def _lanes_index(lanes):
+    zero = E.Const(0, T.int64)
+    return zero if lanes == 1 else ir.Ramp(zero, E.Const(1, T.int64), lanes)
+
+
+def _bound_inside(loop):
+    names = {loop.var}
+    ir.walk_stmt(loop.body, lambda s: names.add(s.var) if isinstance(s, (ir.LetStmt, ir.For))
+                 else None)
+    return names
+
+
+def _span(idx):
+    """(base, lanes) of a scalar index or a stride-1 ramp, else None."""
+    if isinstance(idx, ir.Ramp):
+        if isinstance(idx.stride, E.Const) and idx.stride.value == 1:
+            return idx.base, idx.lanes
+        return None
+    return (idx, 1) if idx.dtype.lanes == 1 else None
+
+
+def _disjoint(a, b):
+    (ba, la), (bb, lb) = a, b
+    d = difference(ba, bb)
+    return d is not None and (d >= lb or -d >= la)
+
+
+class _Promoter:
+    def __init__(self):
+        self.count = 0
+
+    def stmt(self, s):
+        def fn(n):
+            if isinstance(n, ir.For):
+                body = ir.map_stmt(n.body, fn)
+                loop = n.replace(body=body)
+                return self.promote(loop) if n.kind == "serial" else loop
+            return None
+        return ir.map_stmt(s, fn)
+
+    def promote(self, loop):
+        inner = []
+        ir.walk_stmt(loop.body, lambda s: inner.append(s) if isinstance(
+            s, (ir.For, ir.Allocate, ir.Assert, ir.IfThenElse)) else None)
+        if inner:
+            # only innermost, straight-line loops: a guarded access must not be loaded or
+            # stored unconditionally around the loop
+            return loop
+        accesses = {}             # buffer -> {key: (full index, dtype, stored?)}
+
+        def note(buf, idx, dtype, store):
+            slot = accesses.setdefault(buf, {})
+            k = E.structural_key(idx)
+            old = slot.get(k)
+            slot[k] = (idx, dtype.element(), store or (old is not None and old[2]))
+
+        def full(e, env):
+            """``e`` with the loop body's lets substituted (what it means at that point)."""
+            return simplify(ir.substitute(e, env)) if env else simplify(e)
+
+        def collect(s, env):
+            if s is None:
+                return
+            if isinstance(s, ir.Block):
+                for c in s.stmts:
+                    collect(c, env)
+                return
+            for e in ir.stmt_exprs(s):
+                E.walk_expr(e, lambda n: note(n.buffer, full(n.index, env), n.dtype, False)
+                            if isinstance(n, ir.Load) else None)
+            if isinstance(s, ir.Store):
+                note(s.buffer, full(s.index, env), s.value.dtype, True)
+            if isinstance(s, ir.LetStmt):
+                collect(s.body, {**env, s.var: full(s.value, env)})
+                return
+            for f in s.children:
+                collect(getattr(s, f), env)
+        collect(loop.body, {})
+        chosen = {}
+        for buf, slots in accesses.items():
+            if not any(st for _, _, st in slots.values()):
+                continue
+            spans = []
+            ok = True
+            for idx, _, _ in slots.values():
+                sp = _span(idx)
+                # invariant: after substituting the lets, only names from outside the loop
+                if sp is None or loop.var in ir.expr_vars(idx) or _bound_inside(loop) & \
+                        ir.expr_vars(idx):
+                    ok = False
+                    break
+                spans.append(sp)
+            for i in range(len(spans)):
+                for j in range(i + 1, len(spans)):
+                    ok = ok and _disjoint(spans[i], spans[j])
+            if ok:
+                chosen[buf] = slots
+        if not chosen:
+            return loop
+        temps = {}
+        for buf, slots in chosen.items():
+            for k, (idx, dt, _) in slots.items():
+                self.count += 1
+                temps[(buf, k)] = (f"{buf}.acc{self.count}", idx, dt, idx.dtype.lanes)
+
+        def rewrite(s, env):
+            def load_fn(n):
+                if isinstance(n, ir.Load):
+                    key = (n.buffer, E.structural_key(full(n.index, env)))
+                    if key in temps:
+                        name, _, dt, lanes = temps[key]
+                        return ir.Load(name, _lanes_index(lanes), dt)
+                return None
+
+            def ex(e):
+                return E.map_expr(e, load_fn)
+            if s is None:
+                return None
+            if isinstance(s, ir.Block):
+                return ir.make_block([rewrite(c, env) for c in s.stmts])
+            if isinstance(s, ir.Store):
+                key = (s.buffer, E.structural_key(full(s.index, env)))
+                if key in temps:
+                    name, _, _, lanes = temps[key]
+                    return ir.Store(name, ex(s.value), _lanes_index(lanes))
+                return ir.Store(s.buffer, ex(s.value), ex(s.index))
+            if isinstance(s, ir.LetStmt):
+                return ir.LetStmt(s.var, ex(s.value),
+                                  rewrite(s.body, {**env, s.var: full(s.value, env)}))
+            if isinstance(s, ir.Evaluate):
+                return ir.Evaluate(ex(s.value))
+            raise AssertionError(f"internal error: unexpected {type(s).__name__} in a loop body")
+        body = rewrite(loop.body, {})
+        pre, post = [], []
+        for (buf, _), (name, idx, dt, lanes) in temps.items():
+            pre.append(ir.Store(name, ir.Load(buf, idx, dt), _lanes_index(lanes)))
+            post.append(ir.Store(buf, ir.Load(name, _lanes_index(lanes), dt), idx))
+        out = ir.make_block(pre + [loop.replace(body=body)] + post)
+        for (name, _, dt, lanes) in temps.values():
+            out = ir.Allocate(name, dt, [E.Const(lanes, T.int64)], "local", out)
+        return out
+
+
+def promote_accumulators(stmt, ctx):
+    if ctx.debug_bounds:
+        return stmt
+    return _Promoter().stmt(stmt)
