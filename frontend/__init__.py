@@ -24,6 +24,17 @@ from .shape_ops import (concat, expand, flatten, getitem, pad, permute, reshape,
                         squeeze, transpose, unsqueeze)
 from .tensor import Tensor, cache_info, clear_cache  # noqa: F401
 
+__all__ = [
+    "Tensor", "as_tensor", "broadcast_shapes", "cache_info", "clear_cache", "where",
+    "abs", "add", "cast", "ceil", "clamp", "cos", "div", "eq", "erf", "exp", "floor",
+    "floordiv", "ge", "gelu", "gt", "le", "log", "logical_and", "logical_not", "logical_or",
+    "lt", "maximum", "minimum", "mod", "mul", "ne", "neg", "pow", "relu", "rsqrt", "sigmoid",
+    "sin", "sqrt", "sub", "tanh", "avg_pool2d", "conv2d", "layer_norm", "layernorm",
+    "log_softmax", "matmul", "max", "max_pool2d", "mean", "min", "softmax", "sum", "concat",
+    "expand", "flatten", "getitem", "pad", "permute", "reshape", "squeeze", "transpose",
+    "unsqueeze",
+]
+
 # Methods of Tensor: name -> function whose first argument is the tensor.
 _METHODS = {
     "abs": abs, "cast": cast, "ceil": ceil, "clamp": clamp, "cos": cos, "erf": erf, "exp": exp,

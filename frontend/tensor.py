@@ -24,6 +24,27 @@ from schedlang.algo import types as T
 
 _names = itertools.count()
 
+# An inline element expression whose tree (shared sub-expressions counted each time they
+# are used, as the algorithm language walks them) grows beyond this is stored in its own
+# compute_root Func, so that chains like ``x.gelu().gelu()...`` stay linear in size.
+MAX_INLINE_NODES = 512
+
+
+def tree_size(e, memo=None) -> int:
+    """Number of nodes of expression ``e`` counted as a tree (linear time on the DAG)."""
+    memo = {} if memo is None else memo
+    stack = [(e, False)]
+    while stack:
+        n, ready = stack.pop()
+        if id(n) in memo:
+            continue
+        if ready:
+            memo[id(n)] = 1 + sum(memo[id(k)] for k in n.kids())
+            continue
+        stack.append((n, True))
+        stack.extend((k, False) for k in n.kids() if id(k) not in memo)
+    return memo[id(e)]
+
 
 def fresh_name(prefix: str) -> str:
     """A Func / Input name unique in this process, e.g. ``matmul7``."""
@@ -83,6 +104,10 @@ class Tensor:
         Tensors form the structural key; ``index_fn(idx)`` gives the element expression."""
         t = cls.__new__(cls)
         t._init(op, params, srcs, shape, dtype, index_fn, func, root)
+        if func is None and srcs:
+            probe = t.element([sl.Var(f"i{d}") for d in range(len(shape))])
+            if tree_size(probe) > MAX_INLINE_NODES:
+                return cls.materialize("stored", (), [t], shape, t.element, root=True)
         return t
 
     @classmethod
@@ -284,7 +309,7 @@ def default_schedule(t: Tensor, out):
 
 
 def loop_schedule(s, f):
-    """Parallel outermost / vectorized innermost pure loop of Func ``f`` in ``s``."""
+    """Parallel outermost loop of extent > 1 / vectorized innermost pure loop of Func ``f``."""
     shape = [int(x.value) for x in f.shape] if f.shape is not None else None
     args = list(f.args)
     if not args or shape is None:
@@ -292,5 +317,6 @@ def loop_schedule(s, f):
     stage = s[f]
     if shape[-1] >= VECTOR_WIDTH:
         stage.vectorize(args[-1], VECTOR_WIDTH)
-    if len(args) >= 2 and shape[0] > 1:
-        stage.parallel(args[0])
+    outer = next((d for d, n in enumerate(shape[:-1]) if n > 1), None)
+    if outer is not None:
+        stage.parallel(args[outer])

@@ -483,12 +483,24 @@ def fix_weak(e: Expr) -> Expr:
 
 
 def map_expr(e, fn):
-    """Rebuild ``e`` bottom-up; ``fn(node)`` returns a replacement or None to keep it."""
-    kids = e.kids()
-    if kids:
-        e = e.with_kids(tuple(map_expr(k, fn) for k in kids))
-    r = fn(e)
-    return e if r is None else r
+    """Rebuild ``e`` bottom-up; ``fn(node)`` returns a replacement or None to keep it.
+    A sub-expression shared by several parents is rebuilt once (expressions are DAGs)."""
+    memo = {}
+
+    def go(n):
+        hit = memo.get(id(n))
+        if hit is not None:
+            return hit
+        kids = n.kids()
+        if kids:
+            n2 = n.with_kids(tuple(go(k) for k in kids))
+        else:
+            n2 = n
+        r = fn(n2)
+        out = n2 if r is None else r
+        memo[id(n)] = out
+        return out
+    return go(e)
 
 
 def substitute(e, mapping: dict):
@@ -504,10 +516,13 @@ def substitute(e, mapping: dict):
 
 
 def walk_expr(e, fn):
-    """Call ``fn`` on every node of ``e`` (pre-order)."""
-    stack = [e]
+    """Call ``fn`` on every distinct node of ``e`` (pre-order; shared nodes once)."""
+    stack, seen = [e], set()
     while stack:
         n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
         fn(n)
         stack.extend(n.kids())
 

@@ -197,17 +197,18 @@ def _replace_rvars(e, mapping):
 
 def _free(e, cls):
     """Distinct nodes of class ``cls`` in ``e`` outside any Reduce, in first-seen order."""
-    seen, out = set(), []
+    seen, out, visited = set(), [], set()
 
-    def go(n, inside):
-        if isinstance(n, E.Reduce):
+    def go(n):
+        if isinstance(n, E.Reduce) or id(n) in visited:
             return
+        visited.add(id(n))
         if isinstance(n, cls) and id(n) not in seen:
             seen.add(id(n))
             out.append(n)
         for k in n.kids():
-            go(k, inside)
-    go(e, False)
+            go(k)
+    go(e)
     return out
 
 
@@ -324,17 +325,24 @@ class Definition:
 
     @property
     def reductions(self):
-        """The inline Reduce nodes of this stage (pure definition only)."""
-        out = []
+        """The inline Reduce nodes of this stage (pure definition only), each once."""
+        cached = self.__dict__.get("_reductions")
+        if cached is not None and cached[0] is self.value:
+            return list(cached[1])
+        out, seen = [], set()
 
         def go(n):
+            if id(n) in seen:
+                return
+            seen.add(id(n))
             if isinstance(n, E.Reduce):
                 out.append(n)
                 return
             for k in n.kids():
                 go(k)
         go(self.value)
-        return out
+        self._reductions = (self.value, out)
+        return list(out)
 
     def stage_name(self):
         return self.func.name if self.index == 0 else f"{self.func.name}.update({self.index - 1})"
@@ -456,9 +464,12 @@ class Func(Callable):
     def _split_reductions(self, value, names):
         """Keep the reductions over the first RDom (not nested) in this stage; every other
         inline reduction becomes a helper Func computed at root."""
-        primary = []
+        primary, visited, memo = [], set(), {}
 
         def find(n):
+            if id(n) in visited:
+                return
+            visited.add(id(n))
             if isinstance(n, E.Reduce):
                 if not primary:
                     primary.append(n.rdom)
@@ -468,15 +479,20 @@ class Func(Callable):
         find(value)
 
         def go(n, top):
+            key = (id(n), top)      # shared sub-expressions are rewritten once
+            if key in memo:
+                return memo[key]
             if isinstance(n, E.Reduce):
                 body = go(n.body, False)
                 if top and primary and n.rdom is primary[0]:
-                    return n if body is n.body else E.Reduce(n.op, body, n.rdom, n.dtype)
-                return self._helper(E.Reduce(n.op, body, n.rdom, n.dtype))
-            kids = n.kids()
-            if not kids:
-                return n
-            return n.with_kids(tuple(go(k, top) for k in kids))
+                    out = n if body is n.body else E.Reduce(n.op, body, n.rdom, n.dtype)
+                else:
+                    out = self._helper(E.Reduce(n.op, body, n.rdom, n.dtype))
+            else:
+                kids = n.kids()
+                out = n if not kids else n.with_kids(tuple(go(k, top) for k in kids))
+            memo[key] = out
+            return out
         return go(value, True)
 
     def _helper(self, red, names=None):
@@ -570,8 +586,10 @@ def _free_all(e, cls):
     seen, out = set(), []
 
     def go(n):
-        if isinstance(n, cls) and id(n) not in seen:
-            seen.add(id(n))
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        if isinstance(n, cls):
             out.append(n)
         for k in n.kids():
             go(k)

@@ -251,6 +251,9 @@ class LLVMCodegen(ArithmeticCodegen):
         if method is None:
             raise AssertionError(f"internal error: the LLVM backend got the statement "
                                  f"{type(s).__name__}, which lowering should have removed")
+        # a statement's expressions are emitted together, in one block: a sub-expression
+        # shared by several parents is emitted once (the memo never crosses statements)
+        self._memo = {}
         method(s)
 
     def stmt_Block(self, s):
@@ -441,6 +444,15 @@ class LLVMCodegen(ArithmeticCodegen):
 
     def expr(self, e):
         """The LLVM value of expression ``e`` (i1 for bool, i16 for bfloat16)."""
+        memo = self.__dict__.setdefault("_memo", {})
+        hit = memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        value = self._expr_uncached(e)
+        memo[id(e)] = (e, value)
+        return value
+
+    def _expr_uncached(self, e):
         if e.dtype.name == "float16":
             # Any half value may need the conversion helpers (see define_half_libcalls).
             self._uses_half = True

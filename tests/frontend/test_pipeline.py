@@ -1,0 +1,125 @@
+"""The eager path (.numpy), sl.compile(tensor) with named inputs, the kernel cache, the
+default schedule and the method / function pairing of the tensor frontend."""
+import numpy as np
+import pytest
+
+import schedlang as sl
+import schedlang.frontend as F
+from schedlang.frontend import Tensor
+from schedlang.frontend.tensor import topo_order
+
+from .conftest import check
+
+rng = np.random.default_rng(2)
+
+
+def test_eager_matmul_softmax():
+    a = rng.standard_normal((6, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 12)).astype(np.float32)
+    y = (Tensor(a) @ Tensor(b)).softmax(-1).numpy()
+    ab = a @ b
+    e = np.exp(ab - ab.max(-1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_compile_with_named_inputs():
+    x = Tensor.input("x", (1, 3, 8, 8))
+    w = Tensor.input("w", (4, 3, 3, 3))
+    y = F.conv2d(x, w, padding=1).relu()
+    kern = sl.compile(y)
+    xa = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    wa = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    out = kern(x=xa, w=wa)
+    from .test_nn import np_conv2d
+    np.testing.assert_allclose(out, np.maximum(np_conv2d(xa, wa, padding=1), 0), rtol=1e-4,
+                               atol=1e-4)
+    assert {i.name for i in kern.inputs} == {"x", "w"}
+
+
+def test_compile_with_an_explicit_schedule():
+    x = Tensor.input("x", (16, 32))
+    y = (x * 2).sum(-1)
+    out_func, default = y.__schedlang_pipeline__()
+    s = sl.Schedule(out_func)
+    kern = sl.compile(y, s)
+    xa = rng.standard_normal((16, 32)).astype(np.float32)
+    np.testing.assert_allclose(kern(x=xa), (xa * 2).sum(-1), rtol=1e-5, atol=1e-5)
+
+
+def test_input_without_data_cannot_run_eagerly():
+    with pytest.raises(sl.AlgorithmError, match="sl.compile"):
+        (Tensor.input("q", (4,)) + 1).numpy()
+
+
+def test_kernel_cache_reuses_structurally_equal_graphs():
+    F.clear_cache()
+    a1, b1 = rng.standard_normal((4, 9)).astype(np.float32), rng.standard_normal(9).astype(np.float32)
+    a2, b2 = rng.standard_normal((4, 9)).astype(np.float32), rng.standard_normal(9).astype(np.float32)
+    check((Tensor(a1) + Tensor(b1)).relu(), np.maximum(a1 + b1, 0))
+    assert F.cache_info()["compiles"] == 1
+    check((Tensor(a2) + Tensor(b2)).relu(), np.maximum(a2 + b2, 0))   # new values, same graph
+    assert F.cache_info() == {"compiles": 1, "hits": 1, "size": 1}
+    check((Tensor(a2) + Tensor(a2[:, :1])).relu(), np.maximum(a2 + a2[:, :1], 0))  # new shapes
+    assert F.cache_info()["compiles"] == 2
+    x = Tensor(a1)
+    check(x + x, a1 + a1)                           # sharing is part of the key
+    check(Tensor(a1) + Tensor(a2), a1 + a2)
+    check((Tensor(a1) + 1).relu(), np.maximum(a1 + 1, 0))
+    check((Tensor(a1) + 2).relu(), np.maximum(a1 + 2, 0))   # scalars are part of the key
+    assert F.cache_info()["compiles"] == 6
+
+
+def test_default_schedule_parallel_and_vectorized():
+    x = Tensor.input("x", (8, 40))
+    kern = sl.compile((x @ x.T).relu() + 1)
+    ir = kern.loop_ir
+    assert "parallel for" in ir and "ramp(" in ir
+    xa = rng.standard_normal((8, 40)).astype(np.float32)
+    np.testing.assert_allclose(kern(x=xa), np.maximum(xa @ xa.T, 0) + 1, rtol=1e-4, atol=1e-4)
+
+
+def test_zero_dim_tensors():
+    check(Tensor(np.float32(3.0)) * Tensor(np.arange(4, dtype=np.float32)),
+          np.float32(3) * np.arange(4, dtype=np.float32))
+    s = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)).sum()
+    assert s.shape == () and s.item() == 15.0
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    check(Tensor(x) / Tensor(x).sum(), x / x.sum())
+
+
+def test_float64_and_uint8_inputs():
+    d = rng.standard_normal((3, 5))
+    check(Tensor(d).exp().sum(-1), np.exp(d).sum(-1), rtol=1e-12)
+    u = np.arange(200, 210, dtype=np.uint8)
+    check(Tensor(u) * 2, u * np.uint8(2))
+
+
+METHOD_AND_FUNCTION = ["relu", "gelu", "sigmoid", "exp", "log", "sqrt", "rsqrt", "sin", "cos",
+                       "tanh", "abs", "sum", "max", "min", "mean", "softmax", "log_softmax",
+                       "layernorm", "reshape", "permute", "transpose", "expand", "pad",
+                       "matmul", "conv2d", "max_pool2d", "avg_pool2d", "cast", "concat",
+                       "getitem"]
+
+
+@pytest.mark.parametrize("name", METHOD_AND_FUNCTION)
+def test_every_op_is_a_function_and_a_method(name):
+    assert callable(getattr(F, name))
+    method = "__getitem__" if name == "getitem" else name
+    assert callable(getattr(Tensor, method))
+
+
+def test_method_and_function_agree():
+    x = np.abs(rng.standard_normal((2, 8)).astype(np.float32)) + 0.1
+    for name in ["relu", "gelu", "sigmoid", "log", "rsqrt", "softmax", "layernorm"]:
+        np.testing.assert_allclose(getattr(Tensor(x), name)().numpy(),
+                                   getattr(F, name)(Tensor(x)).numpy())
+    assert not hasattr(Tensor, "where")
+
+
+def test_deep_chains_stay_small():
+    a = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    y = Tensor(a)
+    for _ in range(40):
+        y = y + y                     # each level reads its operand twice
+    np.testing.assert_allclose(y.numpy(), a * np.float32(2.0 ** 40), rtol=1e-6)
+    assert any(n.op == "stored" for n in topo_order(y))   # stored in Funcs, not one huge tree

@@ -1,0 +1,87 @@
+"""Index maps of the tensor frontend: reshape, permute, expand, pad, getitem, concat."""
+import numpy as np
+import pytest
+
+import schedlang as sl
+import schedlang.frontend as F
+from schedlang.frontend import Tensor
+
+from .conftest import check
+
+X = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (4, 6), (24,), (2, 12), (3, 8), (4, 3, 2),
+                                   (1, 24, 1), (2, 2, 6), (-1, 8)])
+def test_reshape(shape):
+    check(Tensor(X).reshape(*shape), X.reshape(shape))
+
+
+def test_reshape_of_a_view_and_errors():
+    check(Tensor(X).permute(2, 0, 1).reshape(4, 6), X.transpose(2, 0, 1).reshape(4, 6))
+    check(F.reshape(Tensor(X), (3, -1)), X.reshape(3, -1))
+    with pytest.raises(sl.AlgorithmError, match=r"\(2, 3, 4\).*\(5, 5\)"):
+        Tensor(X).reshape(5, 5)
+
+
+def test_permute_transpose_T():
+    check(Tensor(X).permute(2, 0, 1), X.transpose(2, 0, 1))
+    check(F.permute(Tensor(X), (1, -1, 0)), X.transpose(1, 2, 0))
+    check(Tensor(X).transpose(0, 2), X.swapaxes(0, 2))
+    check(Tensor(X[0]).T, X[0].T)
+    with pytest.raises(sl.AlgorithmError, match="permutation"):
+        Tensor(X).permute(0, 0, 1)
+
+
+def test_expand_squeeze_unsqueeze_flatten():
+    col = X[:, :1, :1]
+    check(Tensor(col).expand(2, 3, 4), np.broadcast_to(col, (2, 3, 4)))
+    check(Tensor(col).expand(5, -1, 3, 4), np.broadcast_to(col, (5, 2, 3, 4)))
+    check(Tensor(col).squeeze(), col.squeeze())
+    check(Tensor(X).unsqueeze(1), X[:, None])
+    check(Tensor(X).flatten(1), X.reshape(2, 12))
+    with pytest.raises(sl.AlgorithmError, match="cannot expand"):
+        Tensor(X).expand(2, 5, 4)
+
+
+def test_pad():
+    check(Tensor(X).pad(((0, 0), (1, 2), (3, 0)), value=-1.5),
+          np.pad(X, ((0, 0), (1, 2), (3, 0)), constant_values=-1.5))
+    check(F.pad(Tensor(X), 1), np.pad(X, 1))
+    xi = X.astype(np.int32)
+    check(Tensor(xi).pad(((1, 1), (0, 0), (2, 2)), value=7),
+          np.pad(xi, ((1, 1), (0, 0), (2, 2)), constant_values=7))
+    with pytest.raises(sl.AlgorithmError, match="pad_width"):
+        Tensor(X).pad(((1, 1), (1, 1)))
+
+
+@pytest.mark.parametrize("key", [
+    (0,), (-1,), (slice(1, None),), (slice(None), slice(0, 2), slice(None, None, 2)),
+    (1, -2, slice(1, 3)), (Ellipsis, 3), (None, 0), (slice(None, None, -1),),
+    (slice(None), slice(None, None, -2), slice(-3, -1)),
+])
+def test_getitem(key):
+    check(Tensor(X)[key], X[key])
+
+
+def test_getitem_errors():
+    with pytest.raises(sl.AlgorithmError, match="out of range"):
+        Tensor(X)[2]
+    with pytest.raises(sl.AlgorithmError, match="too many"):
+        Tensor(X)[0, 0, 0, 0]
+
+
+def test_concat():
+    a, b = X, np.ones((2, 5, 4), np.float32)
+    check(F.concat([Tensor(a), Tensor(b)], axis=1), np.concatenate([a, b], 1))
+    check(F.concat([Tensor(a), Tensor(a * 2), Tensor(a[:, :, :1])], axis=-1),
+          np.concatenate([a, a * 2, a[:, :, :1]], -1))
+    ai = X.astype(np.int32)
+    check(Tensor(ai).concat([Tensor(a)], axis=0), np.concatenate([ai, a]))  # int32 + float32 -> float64
+    with pytest.raises(sl.AlgorithmError, match="differ"):
+        F.concat([Tensor(a), Tensor(b)], axis=0)
+
+
+def test_chain_of_views_reads_the_source_directly():
+    t = Tensor(X).reshape(6, 4).T[1:, ::2].pad(((1, 0), (0, 1)))
+    check(t, np.pad(X.reshape(6, 4).T[1:, ::2], ((1, 0), (0, 1))))
