@@ -60,8 +60,13 @@ def _reduce(kind, x, axis, keepdims):
 
 
 def sum(x, axis=None, keepdims=False):  # noqa: A001 - the op's name
-    """Sum over ``axis`` (None: all; int or tuple; negative ok). The dtype is kept (bool
-    sums as int32). Example: ``x.sum(-1, keepdims=True)``."""
+    """Sum over ``axis`` (None: all; int or tuple; negative ok). Floats keep their dtype;
+    bools and narrower integers accumulate in 64 bits as numpy and torch do (unsigned in
+    uint64). Example: ``x.sum(-1, keepdims=True)``."""
+    x = EW.as_tensor(x)
+    dt = x.dtype
+    if dt.is_bool or (dt.is_int and dt.bits < 64):
+        x = EW.cast(x, sl.uint64 if dt.is_unsigned else sl.int64)
     return _reduce("sum", x, axis, keepdims)
 
 
