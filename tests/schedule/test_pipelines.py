@@ -794,3 +794,27 @@ def test_row_scan_producer_placements(place):
     a = rand(5, 9)
     want = (np.cumsum(a, axis=1) + 3 * a[:, :1]) * 2
     np.testing.assert_allclose(sl.compile(o, s)(A=a), want, rtol=1e-5, atol=1e-5)
+
+
+def test_compute_at_on_an_input_places_its_staged_copy():
+    A = sl.Input("A", sl.float32, ("M", "K"))
+    B = sl.Input("B", sl.float32, ("K", "N"))
+    i, j = sl.vars("i j")
+    k = sl.RDom(A.shape[1], name="k")
+    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
+    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    s = sl.Schedule(C)
+    s[C].split(k, 4)
+    s[C].reorder("k.o", i, "k.i", j)
+    staged = s[B].cache_read(C, memory="local")
+    s[B].compute_at(C, "k.o")          # SPEC: on an Input, compute_at places the staged copy
+    kern = sl.compile(C, s)
+    ir = kern.loop_ir
+    assert ir.index(f"for {staged.name}.s0") > ir.index("for C.s0.k.o")
+    rng = np.random.default_rng(11)
+    a = rng.random((5, 10), dtype=np.float32)
+    b = rng.random((10, 3), dtype=np.float32)
+    np.testing.assert_allclose(kern(A=a, B=b), a @ b, rtol=1e-5)
+    s2 = sl.Schedule(C)
+    exec(str(s), {"sl": sl, "s": s2, "A": A, "B": B, "C": C, "i": i, "j": j, "k": k})
+    assert str(s2) == str(s)
