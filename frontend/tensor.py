@@ -302,9 +302,20 @@ def default_schedule(t: Tensor, out):
         if n.root or n.func.definitions[0].reductions:
             stored[id(n.func)] = n.func
     present = {id(f) for f in s.funcs}
+    fast = {id(n.func) for n in topo_order(t) if n.op == "matmul" and n.func is not None}
     for f in stored.values():
-        if id(f) in present:
-            loop_schedule(s, f)
+        if id(f) not in present:
+            continue
+        if id(f) in fast:
+            from .matmul_schedule import gemm_schedule
+            trial = sl.Schedule.from_json(s.to_json(), out)
+            try:
+                if gemm_schedule(trial, f, f is out):
+                    s = trial
+                    continue
+            except sl.SchedlangError:
+                pass          # not the plain 2-D form: the generic schedule below
+        loop_schedule(s, f)
     return s
 
 

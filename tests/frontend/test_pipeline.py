@@ -123,3 +123,17 @@ def test_deep_chains_stay_small():
         y = y + y                     # each level reads its operand twice
     np.testing.assert_allclose(y.numpy(), a * np.float32(2.0 ** 40), rtol=1e-6)
     assert any(n.op == "stored" for n in topo_order(y))   # stored in Funcs, not one huge tree
+
+
+def test_matmul_gets_the_register_tiled_schedule():
+    import schedlang as sl
+    from schedlang.frontend import Tensor
+    rng = np.random.default_rng(21)
+    a = rng.random((70, 40), dtype=np.float32)
+    b = rng.random((40, 100), dtype=np.float32)
+    A, B = Tensor.input("A", (70, 40)), Tensor.input("B", (40, 100))
+    for y, ref in ((A @ B, a @ b), ((A @ B).relu(), np.maximum(a @ b, 0))):
+        kern = sl.compile(y)
+        ir = kern.loop_ir
+        assert "_cache" in ir and "parallel" in ir and "ramp(" in ir    # tiled, packed, vector
+        np.testing.assert_allclose(kern(A=a, B=b), ref, rtol=1e-4, atol=1e-5)
