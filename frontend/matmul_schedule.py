@@ -1,7 +1,9 @@
-"""The fast CPU schedule the frontend gives a 2-D float32 matmul (the one `schedlang bench
-gemm` uses): a 6 x 64 tile of the result accumulated in AVX-512 registers (cache_write), the
-right operand's column panel packed once per panel (cache_read + compute_at), panels in
-parallel. Example: ``gemm_schedule(s, f)`` on the Func of ``Tensor(a) @ Tensor(b)``.
+"""The fast CPU schedules the frontend gives a 2-D float32 matmul and a float32 conv2d
+(the ones `schedlang bench` uses). Matmul: a 6 x 64 tile of the result accumulated in
+AVX-512 registers (cache_write), the right operand's column panel packed once per panel
+(cache_read + compute_at), panels in parallel. Conv2d (NCHW, groups 1): 8 output channels x
+32 columns accumulated in registers, rows in parallel.
+Example: ``gemm_schedule(s, f, True)`` on the Func of ``Tensor(a) @ Tensor(b)``.
 """
 from __future__ import annotations
 
@@ -50,4 +52,29 @@ def gemm_schedule(s, f, is_output):
     if src is not None and getattr(src, "shape", None) is not None:
         packed = s[src].cache_read(acc, memory="global")
         s[packed].compute_at(f, jo).vectorize(s[packed].loop_names()[-1], 16)
+    return True
+
+
+def conv_schedule(s, f, is_output):
+    """Schedule the NCHW conv2d Func ``f`` (``f[n, o, y, x] = sum over (c, ky, kx)``) in ``s``.
+    Returns False (leaving ``s`` untouched) when ``f`` does not have that form."""
+    d = f.definitions[0]
+    if len(d.args) != 4 or len(d.rvars) != 3 or f.dtype != sl.float32 or f.shape is None:
+        return False
+    _, o_ext, _, x_ext = (int(v.value) for v in f.shape)
+    if o_ext % 8 or x_ext < 16:
+        return False
+    n, o, y, x = (a.name for a in d.args)
+    r = [v.name for v in d.rvars]
+    tx = 32 if x_ext >= 32 else 16
+    acc = s[f].cache_write("local")
+    if not is_output:
+        s[f].compute_root()
+    oo, oi = s[f].split(o, 8, names=(f"{o}.o", f"{o}.i"))
+    xo, xi = s[f].split(x, tx, names=(f"{x}.o", f"{x}.i"))
+    s[f].reorder(n, oo, y, xo, oi, xi).vectorize(xi, 16).parallel(y)
+    s[acc].compute_at(f, xo)
+    s[acc].reorder(*r, o, x).vectorize(x, 16).unroll(o)
+    if tx > 16:
+        s[acc].unroll(f"{x}.o")
     return True

@@ -302,15 +302,17 @@ def default_schedule(t: Tensor, out):
         if n.root or n.func.definitions[0].reductions:
             stored[id(n.func)] = n.func
     present = {id(f) for f in s.funcs}
-    fast = {id(n.func) for n in topo_order(t) if n.op == "matmul" and n.func is not None}
+    fast = {id(n.func): n.op for n in topo_order(t) if n.op in ("matmul", "conv2d")
+            and n.func is not None}
     for f in stored.values():
         if id(f) not in present:
             continue
         if id(f) in fast:
-            from .matmul_schedule import gemm_schedule
+            from .matmul_schedule import conv_schedule, gemm_schedule
+            schedule_fn = gemm_schedule if fast[id(f)] == "matmul" else conv_schedule
             trial = sl.Schedule.from_json(s.to_json(), out)
             try:
-                if gemm_schedule(trial, f, f is out):
+                if schedule_fn(trial, f, f is out):
                     s = trial
                     continue
             except sl.SchedlangError:

@@ -137,3 +137,21 @@ def test_matmul_gets_the_register_tiled_schedule():
         ir = kern.loop_ir
         assert "_cache" in ir and "parallel" in ir and "ramp(" in ir    # tiled, packed, vector
         np.testing.assert_allclose(kern(A=a, B=b), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_conv2d_gets_the_register_tiled_schedule():
+    import schedlang as sl
+    import schedlang.frontend as F
+    from schedlang.frontend import Tensor
+    rng = np.random.default_rng(22)
+    a = rng.standard_normal((1, 4, 9, 35), dtype=np.float32)
+    w = rng.standard_normal((16, 4, 3, 3), dtype=np.float32)
+    x, wt = Tensor.input("x", a.shape), Tensor.input("w", w.shape)
+    kern = sl.compile(F.conv2d(x, wt, padding=1).relu())
+    assert "_cache" in kern.loop_ir and "ramp(" in kern.loop_ir
+    ap = np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = np.zeros((1, 16, 9, 35), np.float32)
+    for ry in range(3):
+        for rx in range(3):
+            ref += np.einsum("nchw,kc->nkhw", ap[:, :, ry:ry + 9, rx:rx + 35], w[:, :, ry, rx])
+    np.testing.assert_allclose(kern(x=a, w=w), np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
