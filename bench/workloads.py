@@ -194,7 +194,7 @@ class Conv(Workload):
         acc = s[out].cache_write("local")
         ko, ki = s[out].split(k, tk)
         xo, xi = s[out].split(x, tx)
-        s[out].reorder(n, ko, y, xo, ki, xi).vectorize(xi, vw).parallel(y)
+        s[out].reorder(n, y, ko, xo, ki, xi).vectorize(xi, vw).parallel(y)
         s[acc].compute_at(out, xo)
         s[acc].reorder("r.x", "r.y", "r.z", k, x).vectorize(x, vw).unroll(k)
         if tx > vw:

@@ -72,7 +72,7 @@ def conv_schedule(s, f, is_output):
         s[f].compute_root()
     oo, oi = s[f].split(o, 8, names=(f"{o}.o", f"{o}.i"))
     xo, xi = s[f].split(x, tx, names=(f"{x}.o", f"{x}.i"))
-    s[f].reorder(n, oo, y, xo, oi, xi).vectorize(xi, 16).parallel(y)
+    s[f].reorder(n, y, oo, xo, oi, xi).vectorize(xi, 16).parallel(y)
     s[acc].compute_at(f, xo)
     s[acc].reorder(*r, o, x).vectorize(x, 16).unroll(o)
     if tx > 16:
