@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import operator
 
+import numpy as np
+
 from ..errors import AlgorithmError
 from . import types as T
 from .types import DType
@@ -266,12 +268,8 @@ def to_expr(x) -> Expr:
     conv = getattr(x, "as_expr", None)
     if conv is not None:
         return conv()
-    try:
-        import numpy as np
-        if isinstance(x, np.generic):
-            return Const(x.item(), T.from_numpy(x.dtype))
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(x, np.generic):
+        return Const(x.item(), T.from_numpy(x.dtype))
     raise AlgorithmError(f"cannot use {x!r} ({type(x).__name__}) in an expression; use a number, "
                          "a Var, a Param or a Func / Input read")
 
@@ -295,7 +293,6 @@ def _convert_value(v, dtype):
     if dtype.is_bool:
         return bool(v)
     if dtype.is_float:
-        import numpy as np
         return float(np.array(v, dtype=np.float64).astype(dtype.numpy if dtype.name != "bfloat16"
                                                           else np.float32))
     if isinstance(v, float):

@@ -529,7 +529,6 @@ class Func(Callable):
                 raise AlgorithmError(f"{stage}: storing a {value.dtype} value into {name}, a {dt} "
                                      f"Func, would lose precision; wrap it in sl.cast({dt}, ...)")
             value = E.cast(dt, value)
-        pure_names = [a.name for a in self.definitions[0].args]
         pure_vars, rvars, rdoms = [], [], []
         for pos, a in enumerate(args):
             if isinstance(a, E.Var) and not isinstance(a, (E.RVar, E.SizeVar, E.Param)):
@@ -566,7 +565,6 @@ class Func(Callable):
         pred = None
         for p in preds:
             pred = p if pred is None else E.binary("and", pred, p)
-        del pure_names
         self.definitions.append(Definition(self, len(self.definitions), args, value, pure_vars,
                                            ordered_rvars, pred))
 
