@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import time
+import warnings
 
 from .algo import expr as E
 from .algo.func import Func, definition_exprs
@@ -36,6 +37,9 @@ def _outputs_and_schedule(outputs, schedule):
         if not isinstance(o, Func):
             raise CompileError(f"sl.compile needs the output Func(s), got {o!r}")
     if schedule is None:
+        if os.environ.get("BEAM"):
+            warnings.warn("BEAM is set, but this version of schedlang has no autotuner yet; "
+                          "compiling with the default schedule", stacklevel=3)
         schedule = Schedule(*outputs)
     if not isinstance(schedule, Schedule):
         raise CompileError(f"sl.compile: schedule must be an sl.Schedule, got {schedule!r}")
