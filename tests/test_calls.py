@@ -544,3 +544,24 @@ def test_several_outputs_compile_into_one_kernel():
     np.testing.assert_array_equal(o2, a * 3)
     with pytest.raises(sl.ArgumentError, match="overlap"):
         kern(Amulti=a, out=(o1, o1))
+
+
+def test_large_outputs_reuse_memory_only_when_the_caller_dropped_it():
+    A = sl.Input("Areuse", sl.float32, ("Nreuse",))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] * 2
+    kern = sl.compile(f)
+    a = np.ones(1 << 19, np.float32)           # 2 MiB output
+    kept = kern(Areuse=a)
+    other = kern(Areuse=a * 3)
+    assert not np.shares_memory(kept, other)  # both still held: distinct arrays
+    view = other[5:]
+    del other
+    again = kern(Areuse=a * 5)
+    assert not np.shares_memory(view, again)  # a view keeps its base alive
+    np.testing.assert_array_equal(view[:3], [6, 6, 6])
+    np.testing.assert_array_equal(kept[:3], [2, 2, 2])
+    del view, again
+    last = kern(Areuse=a * 7)
+    np.testing.assert_array_equal(last[:3], [14, 14, 14])

@@ -12,6 +12,7 @@ sees an array it could overrun. Example::
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import numpy as np
@@ -20,6 +21,9 @@ from ..algo import expr as E
 from ..algo.evaluate import Unbound, evaluate
 from ..errors import ArgumentError, SchedlangError
 from ..lower.ir import ERROR_CODES
+
+
+REUSE_BYTES = 1 << 20
 
 
 class TimingStats:
@@ -78,6 +82,7 @@ class Kernel:
         self.call_checks = list(ctx.call_checks)
         self.assert_messages = dict(ctx.assert_messages)
         self.num_threads = default_threads()
+        self._spares = {}
 
     @property
     def source(self):
@@ -222,8 +227,22 @@ class Kernel:
                     raise ArgumentError(f"output {o.name}: dimension {d} would be {ext} = {n_} < 0 "
                                         "for these inputs")
                 shape.append(n_)
-            arrays.append(np.empty(shape, dtype=o.dtype.numpy))
+            arrays.append(self._fresh_output(n, shape, o.dtype.numpy))
         return arrays
+
+    def _fresh_output(self, n, shape, dtype):
+        """A new output array; a large one reuses the array this kernel returned last time
+        when nothing outside the kernel holds it any more (a new array from the system
+        would be zero-filled page by page first, which costs as much as writing it)."""
+        shape = tuple(shape)
+        spare = self._spares.get(n)
+        # the only references left: the dict, this local name and getrefcount's argument
+        if spare is not None and spare.shape == shape and sys.getrefcount(spare) <= 3:
+            return spare
+        arr = np.empty(shape, dtype=dtype)
+        if arr.nbytes >= REUSE_BYTES:
+            self._spares[n] = arr
+        return arr
 
     def _run(self, values):
         from .llvm import pack_args
