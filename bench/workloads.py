@@ -248,11 +248,14 @@ class Softmax(Workload):
         den = sl.Func("den")
         den[i] = sl.sum(e[i, r])
         out = sl.Func("softmax", shape=(rows, cols))
-        out[i, j] = e[i, j] / den[i]
+        inv = sl.Func("inv_den")
+        inv[i] = 1.0 / den[i]          # one division per row, then multiplies
+        out[i, j] = e[i, j] * inv[i]
         s = sl.Schedule(out)
         vw = 16 if cols >= 16 else 1
         s[out].parallel(i).vectorize(j, vw)
         s[e].compute_at(out, i).vectorize(j, vw)
+        s[inv].compute_at(out, i)
         # both row reductions: 16 partial results per row in a vector, then combined
         for red in (row_max, den):
             s[red].compute_at(out, i)
