@@ -155,7 +155,7 @@ def _plot(rows, path):
         ax.bar([x + n * width for x in range(len(labels))], vals, width, label=sysname)
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))])
     ax.set_xticklabels([f"{a}\n{b}\n{c} thr" for a, b, c in labels], fontsize=8)
-    ax.set_ylabel("rate (GFLOP/s or Gpix/s)")
+    ax.set_ylabel("rate (GFLOP/s, Gpix/s or GB/s)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)

@@ -58,3 +58,13 @@ def test_bench_conv_variants_and_softmax_are_checked_and_timed(tmp_path):
     rows = list(csv.DictReader(out.open()))
     assert {row["system"] for row in rows} == {"schedlang", "numpy"}
     assert all(row["unit"] == "GB/s" and row["shape"] == "6x40" for row in rows)
+
+
+def test_bench_plot_writes_a_png(tmp_path):
+    import pytest
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "rates.png"
+    r = _run("bench", "gemm", "--size", "32", "--threads", "1", "--compare", "numpy",
+             "--plot", str(png))
+    assert r.returncode == 0, r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
