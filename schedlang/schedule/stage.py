@@ -36,6 +36,11 @@ class Split:
         self.factor, self.tail = factor, tail
 
 
+def _positive_int(x) -> bool:
+    """A split factor / tile size: an int >= 1 (not a bool)."""
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
 def var_name(v, directive, stage) -> str:
     """The loop name a user passed: a Var, RVar, 1-D RDom or str."""
     if isinstance(v, str):
@@ -109,7 +114,7 @@ class StageSchedule:
         """
         d = self._dim(v, "split")
         directive = f"split({d.name}, {factor})"
-        if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+        if not _positive_int(factor):
             raise ScheduleError(f"{directive} on {self.name}: the factor must be a positive int, "
                                 f"got {factor!r}")
         if tail not in TAILS:
@@ -194,9 +199,8 @@ class StageSchedule:
     def tile(self, y, x, ty, tx, tail="auto", names=None):
         """Split ``y`` by ``ty`` and ``x`` by ``tx`` and order them yo, xo, yi, xi."""
         dy, dx = self._dim(y, "tile"), self._dim(x, "tile")
-        for f in (ty, tx):
-            if isinstance(f, bool) or not isinstance(f, int) or f < 1:
-                raise ScheduleError(f"tile({dy.name}, {dx.name}, {ty!r}, {tx!r}) on {self.name}: "
+        if not all(_positive_int(f) for f in (ty, tx)):
+            raise ScheduleError(f"tile({dy.name}, {dx.name}, {ty!r}, {tx!r}) on {self.name}: "
                                     "the tile sizes (split factors) must be positive ints")
         if names is None:
             names = (f"{dy.name}.o", f"{dx.name}.o", f"{dy.name}.i", f"{dx.name}.i")
@@ -222,7 +226,7 @@ class StageSchedule:
     def unroll(self, v, factor=None):
         """Unroll loop ``v`` fully, or split it by ``factor`` and unroll the inner loop."""
         if factor is not None:
-            if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+            if not _positive_int(factor):
                 raise ScheduleError(f"unroll({var_name(v, 'unroll', self.name)}, {factor!r}) on "
                                     f"{self.name}: the factor must be a positive int")
             rec = self.schedule._pause()
@@ -306,12 +310,11 @@ class StageSchedule:
             raise ScheduleError(f"gpu_tile on {self.name}: give vars then sizes, e.g. "
                                 "gpu_tile(y, x, 16, 16)")
         vs, sizes = args[:n], args[n:]
-        for f in sizes:
-            if isinstance(f, bool) or not isinstance(f, int) or f < 1:
-                shown = ", ".join([var_name(v, "gpu_tile", self.name) for v in vs]
-                                  + [repr(x) for x in sizes])
-                raise ScheduleError(f"gpu_tile({shown}) on {self.name}: the tile sizes "
-                                    "(split factors) must be positive ints")
+        if not all(_positive_int(f) for f in sizes):
+            shown = ", ".join([var_name(v, "gpu_tile", self.name) for v in vs]
+                              + [repr(x) for x in sizes])
+            raise ScheduleError(f"gpu_tile({shown}) on {self.name}: the tile sizes "
+                                "(split factors) must be positive ints")
         rec = self.schedule._pause()
         try:
             pairs = [self.split(v, f, tail) for v, f in zip(vs, sizes)]
