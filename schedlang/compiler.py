@@ -74,10 +74,6 @@ def _check_cpu_directives(schedule):
                     raise CompileError(f"{which}({d.name}) on {st.name} needs a GPU target "
                                        "(cuda, hip or metal); the llvm target runs on the CPU. "
                                        "Use parallel(...) for CPU threads")
-            if st.tensorized is not None:
-                v, intr = st.tensorized
-                raise CompileError(f"tensorize({v}, {intr}) on {st.name}: tensor instructions are "
-                                   "not supported by the llvm target in this version")
 
 
 def lower(outputs, schedule=None, target="llvm"):

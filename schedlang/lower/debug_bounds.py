@@ -45,6 +45,15 @@ def debug_bounds(stmt, ctx):
             return None
         if isinstance(s, ir.Store):
             return ir.make_block(checks([s.value, s.index], (s.buffer, s.index)) + [s])
+        if isinstance(s, ir.TensorOp):
+            # the lowest and highest element each operand tile touches
+            dims = (s.intrinsic.lanes, s.intrinsic.depth)
+            ends = []
+            for op in s.operands:
+                for pick in (min, max):
+                    off = sum(pick(0, st) * (n - 1) for st, n in zip(op.strides, dims))
+                    ends.append((op.buffer, E.binary("add", op.base, off)))
+            return ir.make_block([c for end in ends for c in checks([], end)] + [s])
         if isinstance(s, (ir.LetStmt, ir.IfThenElse, ir.For)):
             pre = checks(ir.stmt_exprs(s))
             if pre:

@@ -183,6 +183,36 @@ class Assert(Stmt):
         self.cond, self.code = cond, code
 
 
+class TensorOperand:
+    """One operand tile of a TensorOp: ``buffer`` elements of ``dtype`` at flat index
+    ``base + lane * strides[0] + step * strides[1]`` (element strides; 0 broadcasts)."""
+
+    __slots__ = ("buffer", "dtype", "base", "strides")
+
+    def __init__(self, buffer, dtype, base, strides):
+        self.buffer, self.dtype, self.base, self.strides = buffer, dtype, base, tuple(strides)
+
+    def with_base(self, base):
+        return TensorOperand(self.buffer, self.dtype, base, self.strides)
+
+    def to_str(self):
+        return f"{self.buffer}[{expr_to_str(self.base)}; strides {self.strides}]"
+
+
+class TensorOp(Stmt):
+    """``out[lane] += sum_step a[lane, step] * b[lane, step]`` as one hardware instruction
+    (``intrinsic``, from ``schedlang.intrinsics``); made by the ``tensorize`` pass."""
+
+    __slots__ = ("intrinsic", "out", "a", "b")
+
+    def __init__(self, intrinsic, out, a, b):
+        self.intrinsic, self.out, self.a, self.b = intrinsic, out, a, b
+
+    @property
+    def operands(self):
+        return (self.out, self.a, self.b)
+
+
 class Realize(Stmt):
     """Before storage flattening: storage for Func ``func`` over ``bounds`` [(min, extent)]."""
 
@@ -247,6 +277,9 @@ def map_stmt(s, stmt_fn=None, expr_fn=None):
             kw["bounds"] = tuple((expr_fn(a), expr_fn(b)) for a, b in s.bounds)
         if isinstance(s, Allocate):
             kw["extents"] = tuple(expr_fn(a) for a in s.extents)
+        if isinstance(s, TensorOp):
+            for f in ("out", "a", "b"):
+                kw[f] = getattr(s, f).with_base(expr_fn(getattr(s, f).base))
     return s.replace(**kw)
 
 
@@ -271,6 +304,8 @@ def stmt_exprs(s):
         out += [x for b in s.bounds for x in b]
     if isinstance(s, Allocate):
         out += list(s.extents)
+    if isinstance(s, TensorOp):
+        out += [op.base for op in s.operands]
     return [x for x in out if x is not None]
 
 
@@ -313,6 +348,9 @@ def stmt_to_str(s, indent=0) -> str:
         return f"{pad}{p(s.value)}\n"
     if isinstance(s, Barrier):
         return f"{pad}barrier({s.memory})\n"
+    if isinstance(s, TensorOp):
+        return (f"{pad}{s.out.to_str()} = {s.intrinsic.name}({s.out.to_str()}, {s.a.to_str()}, "
+                f"{s.b.to_str()})\n")
     if isinstance(s, Assert):
         return f"{pad}assert {p(s.cond)}  # else error {s.code}\n"
     return f"{pad}<{type(s).__name__}>\n"

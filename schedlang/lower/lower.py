@@ -21,6 +21,7 @@ from .remove_guards import remove_guards
 from .schedule_functions import schedule_functions
 from .simplify import simplify_stmt
 from .storage_flattening import storage_flattening
+from .tensorize import tensorize
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 
@@ -32,6 +33,7 @@ PASSES = [
     ("storage_flattening", storage_flattening),
     ("simplify", lambda s, ctx: simplify_stmt(s)),
     ("remove_guards", remove_guards),
+    ("tensorize", tensorize),
     ("debug_bounds", debug_bounds),
     ("unroll_loops", unroll_loops),
     ("partition_loops", partition_loops),

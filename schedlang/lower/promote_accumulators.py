@@ -57,7 +57,7 @@ class _Promoter:
     def promote(self, loop):
         inner = []
         ir.walk_stmt(loop.body, lambda s: inner.append(s) if isinstance(
-            s, (ir.For, ir.Allocate, ir.Assert, ir.IfThenElse)) else None)
+            s, (ir.For, ir.Allocate, ir.Assert, ir.IfThenElse, ir.TensorOp)) else None)
         if inner:
             # only innermost, straight-line loops: a guarded access must not be loaded or
             # stored unconditionally around the loop

@@ -387,6 +387,9 @@ def simplify_stmt(s):
             kw["args"], kw["value"] = tuple(ex(a) for a in n.args), ex(n.value)
         elif isinstance(n, ir.Realize):
             kw["bounds"] = tuple((ex(a), ex(b)) for a, b in n.bounds)
+        elif isinstance(n, ir.TensorOp):
+            kw.update({f: getattr(n, f).with_base(ex(getattr(n, f).base))
+                       for f in ("out", "a", "b")})
         return n.replace(**kw)
     return go(s) or _nop()
 

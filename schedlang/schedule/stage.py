@@ -329,15 +329,55 @@ class StageSchedule:
         return tuple(outs + ins)
 
     def tensorize(self, v, intrinsic):
-        """Replace the loop nest under ``v`` by the hardware instruction ``intrinsic``."""
+        """Replace the loop nest under ``v`` by the hardware instruction ``intrinsic`` (from
+        ``schedlang.intrinsics``): ``v`` becomes the instruction's lanes and the one loop
+        under it its reduction steps. The loop structure is checked now; that the nest
+        computes exactly the instruction's semantics is checked when lowering.
+
+        Example: ``s[acc].tensorize("j.i", sl.intrinsics.vpdpbusd)``.
+        """
+        from ..intrinsics import INTRINSICS, lookup
         d = self._dim(v, "tensorize")
-        iname = getattr(intrinsic, "name", intrinsic)
-        if not isinstance(iname, str):
+        intr = lookup(intrinsic)
+        if intr is None:
             raise ScheduleError(f"tensorize({d.name}) on {self.name}: {intrinsic!r} is not an "
-                                "intrinsic from schedlang.intrinsics")
-        self.tensorized = (d.name, iname)
-        self._record("tensorize", [d.name, iname])
+                                "intrinsic from schedlang.intrinsics (available: "
+                                f"{', '.join(INTRINSICS)})")
+        where = f"tensorize({d.name}, {intr.name}) on {self.name}"
+        nest = self.dims[self._pos(d):]
+        if len(nest) != 2:
+            raise ScheduleError(f"{where}: {intr.name} replaces exactly 2 loops "
+                                f"({intr.shape_text()}), but {d.name} and the loops under it are "
+                                f"{', '.join(x.name for x in nest)}; reorder so that exactly one "
+                                f"reduction loop is innermost, under {d.name}")
+        if d.is_rvar or not nest[1].is_rvar:
+            raise ScheduleError(f"{where}: {d.name} must be a pure loop (the instruction's "
+                                f"{intr.lanes} lanes) and the loop under it a reduction loop "
+                                f"({intr.depth} steps); here they are {d.name} and {nest[1].name}")
+        for x, want in zip(nest, (intr.lanes, intr.depth)):
+            if x.kind != "serial":
+                raise ScheduleError(f"{where}: {x.name} is marked {x.kind}; the instruction "
+                                    "replaces the loop, so leave it unmarked")
+            ext = self._known_extent(x.name)
+            if ext is not None and ext != want:
+                raise ScheduleError(f"{where}: {intr.name} needs {intr.shape_text()}, but "
+                                    f"{x.name} has extent {ext}; split it by {want}")
+        self.tensorized = (d.name, intr.name)
+        self._record("tensorize", [d.name, intr.name])
         return self
+
+    def _known_extent(self, name):
+        """The constant extent of a loop when the schedule alone fixes it: the inner loop of
+        a split, or an RDom dimension of constant extent; else None."""
+        for sp in self.splits:
+            if sp.kind == "split" and sp.inner == name:
+                return sp.factor
+        for var in self.definition.loop_vars:
+            if var.name == name and isinstance(var, E.RVar):
+                ext = var.rdom.bounds[var.dim][1]
+                return ext.value if isinstance(ext, E.Const) else ext if isinstance(ext, int) \
+                    else None
+        return None
 
     def bound(self, v, lo, extent):
         """Fix the region computed along pure dimension ``v`` to [lo, lo + extent); checked

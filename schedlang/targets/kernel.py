@@ -19,7 +19,7 @@ import numpy as np
 
 from ..algo import expr as E
 from ..algo.evaluate import Unbound, evaluate
-from ..errors import ArgumentError, SchedlangError
+from ..errors import ArgumentError, CompileError, SchedlangError
 from ..lower.ir import ERROR_CODES
 
 
@@ -88,6 +88,11 @@ class Kernel:
     def source(self):
         """The generated code (optimized LLVM IR for the llvm target)."""
         return self.module.source
+
+    @property
+    def assembly(self):
+        """The generated machine code as assembly text (llvm target)."""
+        return self.module.assembly
 
     @property
     def loop_ir(self):
@@ -246,6 +251,9 @@ class Kernel:
 
     def _run(self, values):
         from .llvm import pack_args
+        cannot_run = getattr(self.module, "cannot_run", None)
+        if cannot_run:
+            raise CompileError(cannot_run)
         argv = pack_args(self.args, values)
         rc = self.module.call(argv.ctypes.data, self.num_threads)
         if rc in self.assert_messages:

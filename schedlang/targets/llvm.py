@@ -78,12 +78,43 @@ def compile_llvm(stmt, args: list, name: str, target: str = "llvm") -> LLVMKerne
     CPU or a GPU-only construct raises ``CompileError``.
     """
     cpu, features = _resolve_target(target)
+    features, cannot_run = _instruction_features(stmt, target, cpu, features)
     with _LLVM_LOCK:
         _init_llvm()
         triple = llvm.get_process_triple()
         tm = _target_machine(cpu, features)
         module = LLVMCodegen(name, args, triple, str(tm.target_data)).generate(stmt)
-        return _jit(str(module), name, cpu, features, triple)
+        compiled = _jit(str(module), name, cpu, features, triple)
+    compiled.cannot_run = cannot_run
+    return compiled
+
+
+def _instruction_features(stmt, target, cpu, features):
+    """The CPU features the tensorized instructions of ``stmt`` need, checked against the
+    target: the host target must have them (else ``CompileError``); a named CPU gets them
+    added. Returns (feature string, why this machine cannot run the kernel, or None)."""
+    needed = {}
+    L.walk_stmt(stmt, lambda s: needed.update({f: s.intrinsic.name for f in s.intrinsic.features})
+                if isinstance(s, L.TensorOp) else None)
+    if not needed:
+        return features, None
+    host = set(_resolve_target("llvm")[1].split(","))
+    missing = sorted(f for f in needed if "+" + f not in host)
+    if target == "llvm":
+        if missing:
+            f = missing[0]
+            raise CompileError(f"tensorize onto {needed[f]} needs the CPU feature {f}, which this "
+                               f"machine's CPU ({cpu}) lacks; use a schedule without it here, or "
+                               f"compile for a CPU that has it (target='llvm:<cpu>') to inspect "
+                               "the code")
+        return features, None
+    extra = ",".join("+" + f for f in sorted(needed))
+    why = None
+    if missing:
+        why = (f"this kernel was compiled for {cpu} and uses {needed[missing[0]]} "
+               f"({missing[0]}), which this machine's CPU lacks; it can be inspected "
+               "(kern.source) but not run here")
+    return (features + "," + extra if features else extra), why
 
 
 
@@ -292,6 +323,50 @@ class LLVMCodegen(ArithmeticCodegen):
             self.stmt(s.else_)
             self.b.branch(end_bb)
         self.b.position_at_end(end_bb)
+
+    def stmt_TensorOp(self, s):
+        """One dot-product instruction: load the accumulator lanes, pack the two operand
+        tiles into registers, call the LLVM intrinsic, store the lanes back."""
+        intr = s.intrinsic
+        acc_t = reg_type(intr.acc_dtype.with_lanes(intr.lanes))
+        out_ptr = self._element_ptr(self._buffer(s.out.buffer)[0], self._index(s.out.base),
+                                    mem_type(intr.acc_dtype))
+        acc = self._alias(self.b.load(out_ptr, typ=acc_t, align=mem_type_bytes(intr.acc_dtype)),
+                          s.out.buffer)
+        word = ir.VectorType(I32, intr.lanes)
+        regs = [self._operand_tile(op, intr) for op in (s.a, s.b)]
+        fn = self._intrinsic(intr.llvm_name, acc_t, [acc_t, word, word])
+        res = self.b.call(fn, [acc] + regs)
+        self._alias(self.b.store(res, out_ptr, align=mem_type_bytes(intr.acc_dtype)),
+                    s.out.buffer)
+
+    def _operand_tile(self, op, intr):
+        """The ``lanes x depth`` tile of one operand, packed lane-major into ``lanes`` 32-bit
+        words (``depth`` elements each): one vector load when the tile is contiguous, one
+        word broadcast when every lane reads the same elements, else element by element."""
+        elem = mem_type(op.dtype)
+        ebytes = mem_type_bytes(op.dtype)
+        base_ptr = self._buffer(op.buffer)[0]
+        base = self._index(op.base)
+        lane_s, step_s = op.strides
+        n = intr.lanes * intr.depth
+        word = ir.VectorType(I32, intr.lanes)
+        if step_s == 1 and lane_s == intr.depth:
+            v = self.b.load(self._element_ptr(base_ptr, base, elem),
+                            typ=ir.VectorType(elem, n), align=ebytes)
+            return self.b.bitcast(self._alias(v, op.buffer), word)
+        if step_s == 1 and lane_s == 0:
+            w = self.b.load(self._element_ptr(base_ptr, base, elem), typ=I32, align=ebytes)
+            return self._splat(self._alias(w, op.buffer), intr.lanes)
+        v = ir.Constant(ir.VectorType(elem, n), ir.Undefined)
+        for lane in range(intr.lanes):
+            for step in range(intr.depth):
+                off = I64(lane * lane_s + step * step_s)
+                x = self.b.load(self._element_ptr(base_ptr, self.b.add(base, off), elem),
+                                typ=elem, align=ebytes)
+                v = self.b.insert_element(v, self._alias(x, op.buffer),
+                                          I32(lane * intr.depth + step))
+        return self.b.bitcast(v, word)
 
     def _scalar_cond(self, e):
         if e.dtype.lanes != 1:
@@ -707,6 +782,8 @@ def _names_used(stmt):
             L.walk_expr(x, on_expr)
         if isinstance(s, L.Store):
             buffer_names.add(s.buffer)
+        if isinstance(s, L.TensorOp):
+            buffer_names.update(op.buffer for op in s.operands)
 
     L.walk_stmt(stmt, on_stmt)
     return var_names, buffer_names

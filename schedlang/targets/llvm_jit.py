@@ -53,12 +53,22 @@ class LLVMKernelModule:
     def __init__(self, name, source, address, engine, from_cache, cpu, features):
         self.name, self.source, self.address = name, source, address
         self.from_cache, self.cpu, self.features = from_cache, cpu, features
+        self.cannot_run = None  # why this machine cannot run it (an instruction it lacks)
         self._engine = engine  # keeps the machine code mapped
         self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)(address)
 
     def call(self, args_address: int, nthreads: int) -> int:
         """Run the kernel on the uint64 argument array at ``args_address``; returns its status."""
         return int(self._fn(ctypes.c_void_p(args_address), int(nthreads)))
+
+    @property
+    def assembly(self):
+        """The machine code as assembly text (made on first use from the optimized IR)."""
+        if getattr(self, "_assembly", None) is None:
+            with _LLVM_LOCK:
+                mod = llvm.parse_assembly(self.source)
+                self._assembly = _target_machine(self.cpu, self.features).emit_assembly(mod)
+        return self._assembly
 
     def __repr__(self):
         return f"<LLVMKernelModule {self.name} cpu={self.cpu} from_cache={self.from_cache}>"

@@ -1,0 +1,214 @@
+"""Lowering pass ``tensorize``: replace the loop nest under a tensorized loop by one
+``TensorOp`` (a hardware dot-product instruction from ``schedlang.intrinsics``).
+
+The match is checked, not assumed: the nest must be exactly two loops of constant extent
+(the instruction's lanes and its reduction depth), its body one store ``out[i] = out[i] +
+cast(a) * cast(b)`` that is the instruction's semantics update with the same operand
+dtypes, the output contiguous along the lane loop and unchanged along the reduction loop,
+and every operand index affine in both loops. Anything else raises ``ScheduleError`` naming
+the loop and the instruction. Runs after guards are removed, so a nest that still holds a
+tail guard is rejected rather than silently computing extra points.
+Example: ``stmt = tensorize(stmt, ctx)``.
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..errors import ScheduleError
+from ..intrinsics import lookup
+from . import ir
+from .simplify import difference, linear, simplify
+
+
+def tensorize(stmt, ctx):
+    """Replace each tensorized loop nest by a ``TensorOp``; see the module docstring."""
+    wanted = {}
+    for f in ctx.schedule.funcs:
+        for st in ctx.schedule.stage_schedules(f):
+            if st.tensorized is not None:
+                v, iname = st.tensorized
+                wanted[f"{f.name}.s{st.index}.{v}"] = (st, v, lookup(iname))
+    if not wanted:
+        return stmt
+    done = set()
+
+    def visit(s):
+        if isinstance(s, ir.For) and s.var in wanted and _has_inner_loop(s):
+            st, v, intr = wanted[s.var]
+            done.add(s.var)
+            return _Match(ctx, st, v, intr, s).tensor_op()
+        return None
+    out = ir.map_stmt(stmt, visit)
+    for var, (st, v, intr) in wanted.items():
+        if var not in done:
+            raise ScheduleError(f"tensorize({v}, {intr.name}) on {st.name}: no reduction loop "
+                                f"is nested under {v}; {intr.name} needs {intr.shape_text()} "
+                                f"under it (the lane loop {v} itself, then the reduction loop)")
+    _check_no_vector_loop_around(out, ctx, wanted)
+    return out
+
+
+def _has_inner_loop(s):
+    """The update nest has a loop under the tensorized one; the init nest (same loop
+    names, a plain store of the initial value) does not and is left as it is."""
+    body = s.body
+    while isinstance(body, ir.LetStmt):
+        body = body.body
+    return isinstance(body, ir.For)
+
+
+def _check_no_vector_loop_around(stmt, ctx, wanted):
+    def walk(s, vec):
+        if s is None:
+            return
+        if isinstance(s, ir.TensorOp) and vec is not None:
+            stage, dim = ctx.loop_names.get(vec, ("", vec))
+            raise ScheduleError(f"vectorize({dim}) on {stage} encloses a tensorized loop nest "
+                                f"({s.intrinsic.name}); the instruction is already a vector "
+                                f"operation: unroll {dim} instead")
+        if isinstance(s, ir.Block):
+            for c in s.stmts:
+                walk(c, vec)
+        if isinstance(s, ir.For) and s.kind == "vectorized":
+            vec = s.var
+        for f in s.children:
+            walk(getattr(s, f), vec)
+    walk(stmt, None)
+
+
+class _Match:
+    """Match one loop nest against an intrinsic's semantics and build its TensorOp."""
+
+    def __init__(self, ctx, st, v, intr, loop):
+        self.ctx, self.st, self.v, self.intr, self.loop = ctx, st, v, intr, loop
+        self.where = f"tensorize({v}, {intr.name}) on {st.name}"
+
+    def fail(self, why):
+        raise ScheduleError(f"{self.where}: {why}")
+
+    def user(self, var):
+        return self.ctx.loop_names.get(var, ("", var))[1]
+
+    def tensor_op(self):
+        loops, lets, body = self.nest()
+        extents = []
+        for lp in loops:
+            ext = simplify(lp.extent)
+            if not isinstance(ext, E.Const):
+                self.fail(f"the loop {self.user(lp.var)} has no constant extent; split it by "
+                          f"the instruction's size ({self.intr.shape_text()})")
+            if lp.kind not in ("serial", "unrolled"):
+                self.fail(f"the loop {self.user(lp.var)} is marked {lp.kind}; the instruction "
+                          "replaces it, so leave it serial")
+            extents.append(int(ext.value))
+        value, index = body.value, body.index
+        for var, val in reversed(lets):
+            value = E.substitute(value, {var: val})
+            index = E.substitute(index, {var: val})
+        found = self.match_semantics(value, body.buffer)
+        out_load = found["out"]
+        if out_load.buffer != body.buffer or difference(simplify(out_load.index), simplify(index)) != 0:
+            self.fail(f"the update reads {out_load.buffer} at another point than it writes "
+                      f"{body.buffer}; the instruction accumulates in place")
+        lane, red = self.lane_and_reduction(loops, extents, index)
+        ops = {}
+        for role in ("out", "a", "b"):
+            load = found[role]
+            idx = index if role == "out" else load.index
+            if role != "out" and load.buffer == body.buffer:
+                self.fail(f"operand {role} reads {body.buffer}, the buffer being accumulated")
+            strides = tuple(self.stride(idx, lp, role, load.buffer) for lp in (lane, red))
+            base = simplify(E.substitute(idx, {lane.var: lane.min, red.var: red.min}))
+            ops[role] = ir.TensorOperand(load.buffer, load.dtype, base, strides)
+        return ir.TensorOp(self.intr, ops["out"], ops["a"], ops["b"])
+
+    def nest(self):
+        """The loops (outermost first), lets and the single store under the tensorized loop."""
+        loops, lets, s = [], [], self.loop
+        while True:
+            if isinstance(s, ir.For):
+                loops.append(s)
+                s = s.body
+            elif isinstance(s, ir.LetStmt):
+                lets.append((s.var, s.value))
+                s = s.body
+            else:
+                break
+        if not isinstance(s, ir.Store):
+            what = "a bounds guard (an extent that does not divide evenly; split so the " \
+                   "tensorized loops are whole)" if isinstance(s, ir.IfThenElse) else \
+                   f"{type(s).__name__} statements"
+            self.fail(f"the loop nest under {self.v} holds {what}, not a single update")
+        if len(loops) != 2:
+            names = ", ".join(self.user(lp.var) for lp in loops)
+            self.fail(f"{self.intr.name} replaces exactly 2 loops ({self.intr.shape_text()}), "
+                      f"but {self.v} and the loops under it are {names}; reorder or split so "
+                      f"that exactly one reduction loop is nested under {self.v}")
+        return loops, lets, s
+
+    def match_semantics(self, value, out_buffer):
+        sem = self.intr.semantics()
+        pattern = sem.definitions[1].value
+        found = _match(pattern, value, sem, {})
+        if found is None:
+            reads = []
+            ir.walk_expr(value, lambda n: reads.append(f"{n.buffer} ({n.dtype.name})")
+                         if isinstance(n, ir.Load) else None)
+            acc, a, b = (self.intr.acc_dtype.name, self.intr.a_dtype.name,
+                         self.intr.b_dtype.name)
+            self.fail(f"the update stores into {out_buffer} an expression reading "
+                      f"{', '.join(sorted(set(reads)))}; {self.intr.name} computes "
+                      f"out = out + {acc}(a) * {acc}(b) with out {acc}, a {a} and b {b}. "
+                      "Write the update in that form, with those dtypes")
+        return found
+
+    def lane_and_reduction(self, loops, extents, out_index):
+        outs = [self.stride(out_index, lp, "out", "the output") for lp in loops]
+        if sorted(outs) != [0, 1]:
+            self.fail(f"the output index must step by 1 along the lane loop and stay fixed "
+                      f"along the reduction loop; along {', '.join(self.user(lp.var) for lp in loops)} "
+                      f"it steps by {', '.join(map(str, outs))}")
+        lane_i = outs.index(1)
+        lane, red = loops[lane_i], loops[1 - lane_i]
+        if extents[lane_i] != self.intr.lanes or extents[1 - lane_i] != self.intr.depth:
+            self.fail(f"{self.intr.name} needs {self.intr.shape_text()}, but the lane loop "
+                      f"{self.user(lane.var)} has extent {extents[lane_i]} and the reduction "
+                      f"loop {self.user(red.var)} has extent {extents[1 - lane_i]}; split them "
+                      f"by {self.intr.lanes} and {self.intr.depth}")
+        return lane, red
+
+    def stride(self, index, loop, role, buffer):
+        """The constant step of ``index`` along ``loop``; the index must be affine in it."""
+        terms, _ = linear(simplify(index))
+        step = 0
+        for coeff, term in terms.values():
+            if isinstance(term, E.Var) and term.name == loop.var:
+                step += coeff
+            elif loop.var in E.expr_vars(term):
+                self.fail(f"the index of {buffer} (operand {role}) is not affine in the loop "
+                          f"{self.user(loop.var)}")
+        return step
+
+
+def _match(pattern, e, sem, found):
+    """Bind the semantics' reads (``out``, ``a``, ``b``) to the Loads of ``e``, or None.
+    Additions and multiplications match either operand order."""
+    if isinstance(pattern, E.FuncRef):
+        role = "out" if pattern.func is sem else pattern.func.name
+        if not isinstance(e, ir.Load) or e.dtype != pattern.dtype or role in found:
+            return None
+        return {**found, role: e}
+    if isinstance(pattern, E.Cast):
+        if not isinstance(e, E.Cast) or e.dtype != pattern.dtype:
+            return None
+        return _match(pattern.value, e.value, sem, found)
+    if isinstance(pattern, E.BinOp):
+        if not isinstance(e, E.BinOp) or e.op != pattern.op:
+            return None
+        orders = [(e.a, e.b)] + ([(e.b, e.a)] if e.op in ("add", "mul") else [])
+        for x, y in orders:
+            got = _match(pattern.a, x, sem, found)
+            got = _match(pattern.b, y, sem, got) if got is not None else None
+            if got is not None:
+                return got
+        return None
+    return None
