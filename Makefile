@@ -26,7 +26,7 @@ test: .venv
 	$(VPY) -m pytest -q tests
 
 bench: .venv
-	$(VPY) -m schedlang.cli bench all --threads 1,2
+	$(VPY) -m schedlang.cli bench all --threads 1,2 --dtype float32,int8,bfloat16
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .hypothesis

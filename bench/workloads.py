@@ -54,16 +54,32 @@ class Workload:
 
 
 class Gemm(Workload):
-    """fp32 C = A @ B with a register-tiled, B-staged schedule."""
+    """C = A @ B with a register-tiled, B-staged schedule: fp32 by default; ``dtype="int8"``
+    (uint8 x int8 -> int32) and ``dtype="bfloat16"`` (-> fp32) use the CPU's dot-product
+    instructions through ``tensorize``."""
 
     name = "gemm"
     default_sizes = ("1024", "2048")
+    DTYPES = ("float32", "int8", "bfloat16")
+
+    def __init__(self, size, dtype="float32"):
+        super().__init__(size)
+        if dtype not in self.DTYPES:
+            raise SystemExit(f"--dtype {dtype!r}: gemm runs {', '.join(self.DTYPES)}")
+        self.dtype = dtype
+        self.unit = "GOP/s" if dtype == "int8" else "GFLOP/s"
+
+    @property
+    def shape_text(self):
+        return super().shape_text + ("" if self.dtype == "float32" else f"/{self.dtype}")
 
     def amount(self):
         m, n, k = self.size
         return 2.0 * m * n * k
 
     def algorithm(self):
+        if self.dtype != "float32":
+            return self.low_precision_algorithm()
         m, n, kk = self.size
         A = sl.Input("A", sl.float32, (m, kk))
         B = sl.Input("B", sl.float32, (kk, n))
@@ -93,16 +109,72 @@ class Gemm(Workload):
         s[Bp].compute_at(C, jo).vectorize(s[Bp].loop_names()[-1], vw)
         return C, s
 
+    def low_precision_algorithm(self):
+        """int8 / bfloat16 GEMM: B is packed per panel so that the ``depth`` consecutive k of
+        one column are adjacent (the instruction's operand layout), and each 16-column row
+        of the 6 x 64 register tile is one ``vpdpbusd`` / ``vdpbf16ps`` per ``depth`` k."""
+        from schedlang.intrinsics import vdpbf16ps, vpdpbusd
+        m, n, kk = self.size
+        intr = vpdpbusd if self.dtype == "int8" else vdpbf16ps
+        depth = intr.depth
+        if kk % depth or n % 16:
+            raise SystemExit(f"gemm --dtype {self.dtype} needs K a multiple of {depth} and N a "
+                             f"multiple of 16 (got {self.shape_text})")
+        a_t, b_t = (intr.a_dtype, intr.b_dtype)
+        A = sl.Input("A", a_t, (m, kk))
+        B = sl.Input("B", b_t, (kk, n))
+        i, j, ko, ki = sl.vars("i j ko ki")
+        Bp = sl.Func("B_packed")
+        Bp[ko, j, ki] = B[depth * ko + ki, j]
+        r = sl.RDom(kk // depth, depth, name="r")
+        acc_t = intr.acc_dtype
+        C = sl.Func("C", shape=(m, n))
+        C[i, j] = sl.sum(sl.cast(acc_t, A[i, depth * r.x + r.y]) * sl.cast(acc_t, Bp[r.x, j, r.y]))
+        s = sl.Schedule(C)
+        tj = 64 if n % 64 == 0 else 16
+        ti = min(6, m)
+        acc = s[C].cache_write("local")
+        jo, ji = s[C].split(j, tj)
+        io, ii = s[C].split(i, ti)
+        s[C].reorder(jo, io, ii, ji).vectorize(ji, 16).parallel(jo)
+        s[acc].compute_at(C, io)
+        s[acc].split(j, 16, names=("jt", "jv"))
+        s[acc].reorder("r.x", i, "jt", "jv", "r.y").unroll(i).unroll("jt")
+        s[acc].tensorize("jv", intr)
+        # the packed panel of B (K x 64 values) is made once per column panel, in cache
+        s[Bp].compute_at(C, jo)
+        return C, s
+
     def inputs(self):
         m, n, k = self.size
+        if self.dtype == "int8":
+            return {"A": self.rng.integers(0, 256, (m, k), dtype=np.uint8),
+                    "B": self.rng.integers(-128, 128, (k, n), dtype=np.int8)}
+        if self.dtype == "bfloat16":   # bfloat16 arrays travel as their uint16 bits
+            return {"A": _bfloat16_bits(self.rng.random((m, k), dtype=np.float32)),
+                    "B": _bfloat16_bits(self.rng.random((k, n), dtype=np.float32))}
         return {"A": self.rng.random((m, k), dtype=np.float32),
                 "B": self.rng.random((k, n), dtype=np.float32)}
 
     def numpy(self, A, B):
+        if self.dtype == "int8":   # exact: float64 holds these integer sums
+            return (A.astype(np.float64) @ B.astype(np.float64)).astype(np.int32)
+        if self.dtype == "bfloat16":
+            return _bfloat16_value(A) @ _bfloat16_value(B)
         return A @ B
 
     def tolerance(self):
-        return 1e-4 * self.size[2]
+        return 0 if self.dtype == "int8" else 1e-4 * self.size[2]
+
+
+def _bfloat16_bits(x):
+    """float32 -> bfloat16 bits (uint16), rounding to nearest even."""
+    u = x.astype(np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _bfloat16_value(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 class Blur(Workload):

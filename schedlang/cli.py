@@ -51,26 +51,35 @@ def _torch_row(w, values, threads):
     return measure(fn)
 
 
-def make_workload(workload, size_text, stride=1, kernel=3):
+def make_workload(workload, size_text, stride=1, kernel=3, dtype="float32"):
     WORKLOADS, parse_size = _workloads()
     size = parse_size(workload, size_text)
     if workload == "conv":
         return WORKLOADS[workload](size, stride=stride, kernel=kernel)
+    if workload == "gemm":
+        return WORKLOADS[workload](size, dtype=dtype)
     return WORKLOADS[workload](size)
 
 
-def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3):
+def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, dtype="float32"):
     """Measure one (workload, size) at one thread count; returns CSV-shaped dict rows."""
     import numpy as np
 
+    import schedlang as sl
     from schedlang.bench.timing import measure
-    w = make_workload(workload, size_text, stride, kernel)
+    w = make_workload(workload, size_text, stride, kernel, dtype)
     values = w.inputs()
-    kern = w.compile() if target == "llvm" else None
-    if kern is None:
-        import schedlang as sl
+    try:
         outs, s = w.algorithm()
         kern = sl.compile(outs, s, target=target)
+    except sl.CompileError as e:
+        if dtype == "float32":
+            raise
+        # a dot-product instruction this CPU lacks: say so and measure the rest
+        print(f"skipping {workload} {w.shape_text}: {e}", file=sys.stderr)
+        return []
+    if dtype != "float32":
+        compare = []   # the same-dtype comparison is the fp32 row of this run
     kern.num_threads = threads
     got = kern(**values)
     want = w.numpy(**values)
@@ -94,21 +103,21 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3):
     return rows
 
 
-def _child_rows(args, workload, size, threads):
+def _child_rows(args, workload, size, threads, dtype="float32"):
     env = dict(os.environ)
     for k in THREAD_ENV:
         env[k] = str(threads)
     cmd = [sys.executable, "-m", "schedlang.cli", "_measure", workload, size, str(threads),
-           ",".join(args.compare), args.target, str(args.stride), str(args.kernel)]
+           ",".join(args.compare), args.target, str(args.stride), str(args.kernel), dtype]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    sys.stderr.write(out.stderr)   # notes (a skipped row) and, on failure, the error
     if out.returncode != 0:
-        sys.stderr.write(out.stderr)
         raise SystemExit(out.returncode)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _print_table(rows):
-    head = f"{'workload':8s} {'shape':16s} {'system':10s} {'thr':>3s} {'median ms':>10s} " \
+    head = f"{'workload':8s} {'shape':22s} {'system':10s} {'thr':>3s} {'median ms':>10s} " \
            f"{'min ms':>9s} {'rate':>9s} {'unit':8s} {'vs numpy':>8s} {'vs torch':>8s}"
     print(head)
     print("-" * len(head))
@@ -119,10 +128,23 @@ def _print_table(rows):
         for base in ("numpy", "torch"):
             b = ref.get(base)
             ratio.append(f"{b['median_s'] / r['median_s']:7.2f}x" if b else f"{'':8s}")
-        print(f"{r['workload']:8s} {r['shape']:16s} {r['system']:10s} {r['threads']:3d} "
+        print(f"{r['workload']:8s} {r['shape']:22s} {r['system']:10s} {r['threads']:3d} "
               f"{r['median_s'] * 1e3:10.3f} {r['min_s'] * 1e3:9.3f} {r['rate']:9.2f} "
               f"{r['unit']:8s} {ratio[0]} {ratio[1]}")
     sys.stdout.flush()
+
+
+def _print_low_precision_ratios(rows):
+    """int8 / bfloat16 GEMM rows against the fp32 schedlang GEMM of the same run."""
+    for r in rows:
+        shape, _, dtype = r["shape"].partition("/")
+        if r["workload"] != "gemm" or not dtype or r["system"] != "schedlang":
+            continue
+        base = [x for x in rows if x["workload"] == "gemm" and x["shape"] == shape
+                and x["system"] == "schedlang" and x["threads"] == r["threads"]]
+        if base:
+            print(f"gemm {shape} {dtype}: {r['rate'] / base[0]['rate']:.2f}x the fp32 schedlang "
+                  f"GEMM's rate ({r['threads']} thread{'s' if r['threads'] > 1 else ''})")
 
 
 def _write_csv(rows, path):
@@ -176,10 +198,12 @@ def cmd_bench(args):
         sizes = args.size or list(WORKLOADS[n].default_sizes)
         for size in sizes:
             for t in threads:
-                part = _child_rows(args, n, size, t)
-                rows.extend(part)
-                _print_table(part) if args.verbose else None
+                for dtype in (args.dtype if n == "gemm" else ["float32"]):
+                    part = _child_rows(args, n, size, t, dtype)
+                    rows.extend(part)
+                    _print_table(part) if args.verbose else None
     _print_table(rows)
+    _print_low_precision_ratios(rows)
     if args.csv:
         _write_csv(rows, args.csv)
     if args.plot:
@@ -205,9 +229,9 @@ def cmd_show(args):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["_measure"]:
-        _, workload, size, threads, compare, target, stride, kernel = argv
+        _, workload, size, threads, compare, target, stride, kernel, dtype = argv
         rows = run_one(workload, size, int(threads), compare.split(","), target, int(stride),
-                       int(kernel))
+                       int(kernel), dtype)
         print(json.dumps(rows))
         return 0
     p = argparse.ArgumentParser(prog="schedlang", description=__doc__.splitlines()[0])
@@ -222,6 +246,9 @@ def main(argv=None):
     b.add_argument("--threads", default=None, help="N or a list like 1,2 (default: all cores)")
     b.add_argument("--stride", type=int, default=1, choices=(1, 2), help="conv stride")
     b.add_argument("--kernel", type=int, default=3, choices=(1, 3), help="conv kernel size")
+    b.add_argument("--dtype", default=["float32"], type=lambda t: [x for x in t.split(",") if x],
+                   help="gemm element types, e.g. float32,int8,bfloat16 (int8 and bfloat16 "
+                        "use the CPU's dot-product instructions)")
     b.add_argument("--csv")
     b.add_argument("--plot")
     b.add_argument("--verbose", action="store_true")

@@ -68,3 +68,25 @@ def test_bench_plot_writes_a_png(tmp_path):
              "--plot", str(png))
     assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_low_precision_gemm_rows(tmp_path):
+    from schedlang.targets.llvm_jit import _resolve_target
+    features = _resolve_target("llvm")[1].split(",")
+    out = tmp_path / "rows.csv"
+    r = _run("bench", "gemm", "--size", "64", "--threads", "1", "--compare", "numpy",
+             "--dtype", "float32,int8,bfloat16", "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    rows = {(x["shape"], x["system"]): x for x in csv.DictReader(out.open())}
+    for dtype, feature, unit in (("int8", "avx512vnni", "GOP/s"),
+                                 ("bfloat16", "avx512bf16", "GFLOP/s")):
+        key = (f"64x64x64/{dtype}", "schedlang")
+        if "+" + feature in features:
+            assert rows[key]["unit"] == unit
+            assert f"64x64x64 {dtype}: " in r.stdout and "the fp32 schedlang GEMM" in r.stdout
+        else:   # the instruction is missing: a note names it, the other rows still run
+            assert key not in rows
+            assert f"skipping gemm 64x64x64/{dtype}" in r.stderr and feature in r.stderr
+    assert ("64x64x64", "numpy") in rows
+    r = _run("bench", "gemm", "--size", "64x64x30", "--dtype", "int8", "--threads", "1")
+    assert r.returncode != 0 and "K a multiple of 4" in (r.stderr + r.stdout)
