@@ -250,3 +250,45 @@ def test_vectorized_loop_around_a_tensorized_nest():
     with pytest.raises(sl.ScheduleError, match=r"vectorize\(jt\) on C_.* encloses a tensorized "
                                                r"loop nest \(vpdpbusd\).*unroll jt instead"):
         sl.lower(C, s)
+
+
+# ----------------------------------------------------------------------------- fuzzing
+
+from hypothesis import HealthCheck, given, settings, strategies as hs  # noqa: E402
+
+
+RAN = []   # examples that compiled and ran (checked after the fuzz test)
+
+
+@needs_vnni
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(M=hs.integers(1, 14), N=hs.sampled_from([16, 32, 48, 64, 80]),
+       K=hs.sampled_from([4, 8, 12, 36]), lane_split=hs.sampled_from([8, 16, 32]),
+       tile=hs.sampled_from([16, 32, 64]), order=hs.permutations(["r.x", "i", "jt"]),
+       unroll=hs.booleans(), panel=hs.booleans())
+def test_random_tensorized_gemms_are_exact_or_rejected(M, N, K, lane_split, tile, order,
+                                                       unroll, panel, monkeypatch):
+    """Random sizes, tiles and loop orders: each either runs exactly (with every access
+    checked) or is rejected with a ScheduleError; nothing else."""
+    monkeypatch.setenv("SCHEDLANG_DEBUG", "bounds")
+    C, s, acc = lowp_gemm(M, N, K, lane_split=lane_split, tile=tile, panel=panel,
+                          unroll=False)
+    try:
+        s[acc].reorder(*order, "jv", "r.y")
+        if unroll:
+            s[acc].unroll("i")
+        s[acc].tensorize("jv", vpdpbusd)
+        kern = sl.compile(C, s)
+    except sl.ScheduleError:
+        return
+    RAN.append(1)
+    a, b = int8_inputs(M, N, K, seed=M * N + K)
+    np.testing.assert_array_equal(kern(A=a, B=b), exact_int_matmul(a, b))
+
+
+@needs_vnni
+def test_the_fuzzing_ran_some_tensorized_kernels():
+    if not RAN:
+        pytest.skip("run together with the fuzz test above")
+    assert len(RAN) >= 5
