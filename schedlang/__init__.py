@@ -24,6 +24,7 @@ from .algo.math import (abs, exp, log, sqrt, rsqrt, sin, cos, tanh, pow, floor, 
                         erf)
 from .schedule.schedule import Schedule  # noqa: F401
 from .compiler import compile, lower  # noqa: F401,A001
+from .autotune import autotune  # noqa: F401
 from . import intrinsics  # noqa: F401,E402 - sl.intrinsics.vpdpbusd etc.
 
 __version__ = "0.1.0"

@@ -1,5 +1,6 @@
-"""The ``schedlang`` command: ``bench`` (compare kernels with numpy / torch in one run)
-and ``show`` (algorithm, schedule, loop IR and generated code of a workload).
+"""The ``schedlang`` command: ``bench`` (compare kernels with numpy / torch in one run),
+``show`` (algorithm, schedule, loop IR and generated code of a workload) and ``tune``
+(search a workload's schedule and store it in the tuning database).
 
 Example: ``schedlang bench gemm --size 1024 --threads 1,2 --csv out.csv``.
 """
@@ -11,9 +12,10 @@ import os
 import subprocess
 import sys
 
+DEFAULT_COMPARE = ["numpy", "torch", "halide"]
 CSV_COLUMNS = ("workload", "shape", "system", "threads", "median_s", "min_s", "rate", "unit")
 THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-              "SCHEDLANG_NUM_THREADS")
+              "SCHEDLANG_NUM_THREADS", "HL_NUM_THREADS")
 
 
 def _workloads():
@@ -51,6 +53,35 @@ def _torch_row(w, values, threads):
     return measure(fn)
 
 
+def _halide_installed():
+    from schedlang.bench.halide_workloads import halide_available
+    return halide_available()
+
+
+def _note_missing_halide(compare):
+    """One line on stderr when ``--compare`` names halide explicitly and it is missing
+    (with the default list the rows are simply absent)."""
+    if "halide" in compare and compare != DEFAULT_COMPARE and not _halide_installed():
+        print("no halide rows: the halide package is not installed (pip install halide, "
+              "or pip install 'schedlang[halide]')", file=sys.stderr)
+
+
+def _halide_row(w, values, threads):
+    """Time the Halide version of ``w`` (``bench/halide_workloads.py``), checked against
+    numpy first; None when the ``halide`` package is missing."""
+    import numpy as np
+    if not _halide_installed():
+        return None
+    from schedlang.bench.halide_workloads import make_runner
+    from schedlang.bench.timing import measure
+    run = make_runner(w, values, threads)
+    err = float(np.max(np.abs(run().astype(np.float64) - w.numpy(**values))))
+    if not err <= w.tolerance():
+        raise SystemExit(f"halide {w.name} {w.shape_text}: result differs from numpy by "
+                         f"{err:g} (tolerance {w.tolerance():g}); not timing a wrong kernel")
+    return measure(run)
+
+
 def make_workload(workload, size_text, stride=1, kernel=3, dtype="float32"):
     WORKLOADS, parse_size = _workloads()
     size = parse_size(workload, size_text)
@@ -61,7 +92,39 @@ def make_workload(workload, size_text, stride=1, kernel=3, dtype="float32"):
     return WORKLOADS[workload](size)
 
 
-def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, dtype="float32"):
+def _beam_schedule(w, outs, target, beam):
+    """The workload's schedule from the tuning database (a BEAM=``beam`` search or wider),
+    tuning it first when there is none."""
+    from schedlang.autotune.database import TuningDatabase
+    from schedlang.autotune.integration import budget_from_env
+    from schedlang.autotune.keys import workload_key
+    from schedlang.autotune.search import tune
+    key = workload_key([outs], target)
+    found = TuningDatabase().load_schedule(key, [outs], min_beam=beam)
+    if found is None:
+        print(f"tuning {w.name} {w.shape_text} (beam {beam}) for the schedlang-beam row",
+              file=sys.stderr, flush=True)
+        found = tune(outs, target=target, beam=beam, budget_s=budget_from_env()).schedule
+    return found
+
+
+def _beam_row_kernel(w, values, threads, target, beam):
+    """The schedlang-beam kernel of a workload, checked against numpy before it is timed."""
+    import numpy as np
+
+    import schedlang as sl
+    outs, _ = w.algorithm()
+    kern = sl.compile(outs, _beam_schedule(w, outs, target, beam), target=target)
+    kern.num_threads = threads
+    err = float(np.max(np.abs(kern(**values).astype(np.float64) - w.numpy(**values))))
+    if not err <= w.tolerance():
+        raise SystemExit(f"schedlang-beam {w.name} {w.shape_text}: result differs from numpy by "
+                         f"{err:g} (tolerance {w.tolerance():g}); not timing a wrong kernel")
+    return kern
+
+
+def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, dtype="float32",
+            beam=0):
     """Measure one (workload, size) at one thread count; returns CSV-shaped dict rows."""
     import numpy as np
 
@@ -94,12 +157,19 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
                      "threads": threads, "median_s": m.median, "min_s": m.min,
                      "rate": _rate(w, m.median), "unit": w.unit})
     add("schedlang", measure(lambda: kern(**values)))
+    if beam and dtype == "float32":
+        beam_kern = _beam_row_kernel(w, values, threads, target, beam)
+        add("schedlang-beam", measure(lambda: beam_kern(**values)))
     if "numpy" in compare:
         add("numpy", measure(lambda: w.numpy(**values)))
     if "torch" in compare:
         m = _torch_row(w, values, threads)
         if m is not None:
             add("torch", m)
+    if "halide" in compare:
+        m = _halide_row(w, values, threads)
+        if m is not None:
+            add("halide", m)
     return rows
 
 
@@ -108,7 +178,8 @@ def _child_rows(args, workload, size, threads, dtype="float32"):
     for k in THREAD_ENV:
         env[k] = str(threads)
     cmd = [sys.executable, "-m", "schedlang.cli", "_measure", workload, size, str(threads),
-           ",".join(args.compare), args.target, str(args.stride), str(args.kernel), dtype]
+           ",".join(args.compare), args.target, str(args.stride), str(args.kernel), dtype,
+           str(args.beam)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     sys.stderr.write(out.stderr)   # notes (a skipped row) and, on failure, the error
     if out.returncode != 0:
@@ -117,20 +188,24 @@ def _child_rows(args, workload, size, threads, dtype="float32"):
 
 
 def _print_table(rows):
-    head = f"{'workload':8s} {'shape':22s} {'system':10s} {'thr':>3s} {'median ms':>10s} " \
-           f"{'min ms':>9s} {'rate':>9s} {'unit':8s} {'vs numpy':>8s} {'vs torch':>8s}"
+    # the "vs halide" column only when some row is Halide's
+    bases = ("numpy", "torch") + (("halide",) if any(r["system"] == "halide"
+                                                    for r in rows) else ())
+    head = f"{'workload':8s} {'shape':22s} {'system':14s} {'thr':>3s} {'median ms':>10s} " \
+           f"{'min ms':>9s} {'rate':>9s} {'unit':8s}" + "".join(f" {'vs ' + b:>9s}"
+                                                                 for b in bases)
     print(head)
     print("-" * len(head))
     for r in rows:
         ref = {x["system"]: x for x in rows if x["workload"] == r["workload"]
                and x["shape"] == r["shape"] and x["threads"] == r["threads"]}
-        ratio = []
-        for base in ("numpy", "torch"):
+        ratio = ""
+        for base in bases:
             b = ref.get(base)
-            ratio.append(f"{b['median_s'] / r['median_s']:7.2f}x" if b else f"{'':8s}")
-        print(f"{r['workload']:8s} {r['shape']:22s} {r['system']:10s} {r['threads']:3d} "
+            ratio += f" {b['median_s'] / r['median_s']:8.2f}x" if b else f" {'':9s}"
+        print(f"{r['workload']:8s} {r['shape']:22s} {r['system']:14s} {r['threads']:3d} "
               f"{r['median_s'] * 1e3:10.3f} {r['min_s'] * 1e3:9.3f} {r['rate']:9.2f} "
-              f"{r['unit']:8s} {ratio[0]} {ratio[1]}")
+              f"{r['unit']:8s}{ratio}")
     sys.stdout.flush()
 
 
@@ -190,9 +265,17 @@ def cmd_bench(args):
         if n not in WORKLOADS:
             raise SystemExit(f"workload {n!r} is not available; choose from "
                              f"{', '.join(WORKLOADS)} or all")
+    if args.beam < 0:
+        raise SystemExit(f"--beam {args.beam}: the beam width must be >= 1 (0: no beam row)")
     if args.beam:
-        raise SystemExit("--beam needs the autotuner, which this version does not include yet")
+        # tune once here, on every core, before the measuring children start; each child
+        # then finds the schedule in the tuning database
+        for n in names:
+            for size in args.size or list(WORKLOADS[n].default_sizes):
+                w = make_workload(n, size, args.stride, args.kernel)
+                _beam_schedule(w, w.algorithm()[0], args.target, args.beam)
     threads = [int(t) for t in str(args.threads).split(",")] if args.threads else [os.cpu_count()]
+    _note_missing_halide(args.compare)
     rows = []
     for n in names:
         sizes = args.size or list(WORKLOADS[n].default_sizes)
@@ -226,12 +309,36 @@ def cmd_show(args):
     print("# generated code\n" + kern.source)
 
 
+def cmd_tune(args):
+    from schedlang.autotune.search import tune
+    WORKLOADS, _ = _workloads()
+    if args.workload not in WORKLOADS:
+        raise SystemExit(f"unknown workload {args.workload!r}; choose from {', '.join(WORKLOADS)}")
+    if args.beam < 1 or not args.budget_s > 0:
+        raise SystemExit("--beam must be >= 1 and --budget-s > 0")
+    w = make_workload(args.workload, args.size or WORKLOADS[args.workload].default_sizes[0],
+                      args.stride, args.kernel)
+    outs, _ = w.algorithm()
+    print(f"tuning {w.name} {w.shape_text}: beam {args.beam}, budget {args.budget_s:g} s, "
+          f"strategy {args.strategy}", file=sys.stderr, flush=True)
+    result = tune(outs, target=args.target, beam=args.beam, budget_s=args.budget_s,
+                  strategy=args.strategy, threads=args.threads, summary=False)
+    r = result.report
+    print(f"# {w.name} {w.shape_text}: best {r.best_s * 1e3:.3f} ms "
+          f"({_rate(w, r.best_s):.2f} {w.unit}), default schedule {r.default_s * 1e3:.3f} ms; "
+          f"{r.measured} measured, {r.failed} failed, {r.wrong} wrong, {r.rounds} rounds in "
+          f"{r.elapsed_s:.1f} s" + (f"; stored in {r.database}" if r.stored else ""))
+    print(str(result.schedule), end="")
+    sys.stdout.flush()
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["_measure"]:
-        _, workload, size, threads, compare, target, stride, kernel, dtype = argv
+        workload, size, threads, compare, target, stride, kernel, dtype = argv[1:9]
+        beam = int(argv[9]) if len(argv) > 9 else 0
         rows = run_one(workload, size, int(threads), compare.split(","), target, int(stride),
-                       int(kernel), dtype)
+                       int(kernel), dtype, beam)
         print(json.dumps(rows))
         return 0
     p = argparse.ArgumentParser(prog="schedlang", description=__doc__.splitlines()[0])
@@ -241,8 +348,10 @@ def main(argv=None):
     b.add_argument("--target", default="llvm")
     b.add_argument("--size", action="append")
     b.add_argument("--beam", type=int, default=0)
-    b.add_argument("--compare", default="numpy,torch",
-                   type=lambda t: [x for x in t.split(",") if x])
+    b.add_argument("--compare", default=",".join(DEFAULT_COMPARE),
+                   type=lambda t: [x for x in t.split(",") if x],
+                   help="comparison systems (default: %(default)s; torch and halide rows "
+                        "appear when those packages are installed)")
     b.add_argument("--threads", default=None, help="N or a list like 1,2 (default: all cores)")
     b.add_argument("--stride", type=int, default=1, choices=(1, 2), help="conv stride")
     b.add_argument("--kernel", type=int, default=3, choices=(1, 3), help="conv kernel size")
@@ -257,9 +366,23 @@ def main(argv=None):
     sh.add_argument("--schedule")
     sh.add_argument("--target", default="llvm")
     sh.add_argument("--size")
+    tu = sub.add_parser("tune", help="search a workload's schedule; store it in the tuning "
+                                     "database")
+    tu.add_argument("workload")
+    tu.add_argument("--size")
+    tu.add_argument("--beam", type=int, default=4)
+    tu.add_argument("--budget-s", type=float, default=60.0)
+    tu.add_argument("--threads", type=int, default=None, help="threads per kernel (default: "
+                    "all cores)")
+    tu.add_argument("--strategy", choices=("beam", "model"), default="beam")
+    tu.add_argument("--target", default="llvm")
+    tu.add_argument("--stride", type=int, default=1, choices=(1, 2), help="conv stride")
+    tu.add_argument("--kernel", type=int, default=3, choices=(1, 3), help="conv kernel size")
     args = p.parse_args(argv)
     if args.cmd == "bench":
         cmd_bench(args)
+    elif args.cmd == "tune":
+        cmd_tune(args)
     else:
         cmd_show(args)
     return 0

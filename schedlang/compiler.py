@@ -12,7 +12,6 @@ import os
 import re
 import sys
 import time
-import warnings
 
 from .algo import expr as E
 from .algo.func import Func, definition_exprs
@@ -25,11 +24,11 @@ from .targets.kernel import Kernel
 GPU_TARGETS = ("cuda", "hip", "metal")
 
 
-def _outputs_and_schedule(outputs, schedule):
+def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
+    default = None
     lowerable = getattr(outputs, "__schedlang_pipeline__", None)
     if lowerable is not None:
         outputs, default = lowerable()
-        schedule = schedule or default
     if isinstance(outputs, Func):
         outputs = [outputs]
     outputs = list(outputs)
@@ -37,10 +36,11 @@ def _outputs_and_schedule(outputs, schedule):
         if not isinstance(o, Func):
             raise CompileError(f"sl.compile needs the output Func(s), got {o!r}")
     if schedule is None:
-        if os.environ.get("BEAM"):
-            warnings.warn("BEAM is set, but this version of schedlang has no autotuner yet; "
-                          "compiling with the default schedule", stacklevel=3)
-        schedule = Schedule(*outputs)
+        # a tuned schedule from the tuning database, or (BEAM=N, when compiling) a new
+        # search; imported here because the autotuner itself builds on this module
+        from .autotune.integration import tuned_schedule
+        schedule = tuned_schedule(outputs, target, default, allow_tuning=tune) or default \
+            or Schedule(*outputs)
     if not isinstance(schedule, Schedule):
         raise CompileError(f"sl.compile: schedule must be an sl.Schedule, got {schedule!r}")
     if len(schedule.outputs) != len(outputs) or any(a is not b for a, b in
@@ -78,7 +78,7 @@ def _check_cpu_directives(schedule):
 
 def lower(outputs, schedule=None, target="llvm"):
     """The loop IR of ``outputs`` under ``schedule`` (printable), without compiling it."""
-    outputs, schedule = _outputs_and_schedule(outputs, schedule)
+    outputs, schedule = _outputs_and_schedule(outputs, schedule, target)
     base = _check_target(target)
     if base == "llvm":
         _check_cpu_directives(schedule)
@@ -115,7 +115,7 @@ def kernel_args(stmt, schedule):
 def compile(outputs, schedule=None, target="llvm"):  # noqa: A001 - SPEC name
     """Compile ``outputs`` (a Func, several, or a frontend Tensor) under ``schedule`` for
     ``target`` and return a callable Kernel. Example: ``sl.compile(C, s)(A=a, B=b)``."""
-    outputs, schedule = _outputs_and_schedule(outputs, schedule)
+    outputs, schedule = _outputs_and_schedule(outputs, schedule, target, tune=True)
     base = _check_target(target)
     _check_cpu_directives(schedule)
     stmt, ctx = lower_pipeline(schedule, target)

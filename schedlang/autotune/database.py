@@ -1,0 +1,309 @@
+"""The tuning database: SQLite in WAL mode under the schedlang cache directory.
+
+One row per tuning problem holds the best schedule found (as schedule JSON, never pickled
+code), and one row per measured candidate holds its schedule, its time (or why it had
+none) and its loop-IR features, which train the cost model. Several processes may tune
+and read at once: every write is one ``BEGIN IMMEDIATE`` transaction, readers wait on a
+busy timeout, and a process killed mid-write leaves the database as it was before its
+transaction (SQLite's journal). Rows that cannot be used (bad JSON, a schedule that no
+longer replays onto the algorithm) are skipped with a ``warnings.warn``.
+Example::
+
+    db = TuningDatabase()                       # $SCHEDLANG_CACHE/tuning.sqlite3
+    db.store_best(key, schedule, time_s=0.012, beam=4)
+    s = db.load_schedule(key, [C])              # the stored schedule replayed onto C, or None
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+import warnings
+
+from ..errors import SchedlangError
+from ..schedule.schedule import Schedule
+from .keys import ACTION_VERSION, rename_schedule_json
+
+SCHEMA_VERSION = 1
+DB_FILE = "tuning.sqlite3"
+# How long a writer waits for another process's transaction before giving up (seconds).
+BUSY_TIMEOUT_S = 30.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS best (
+    key TEXT PRIMARY KEY, algo_hash TEXT, sizes TEXT, dtypes TEXT, target TEXT,
+    machine TEXT, action_version INTEGER, names TEXT, schedule TEXT, time_s REAL,
+    beam INTEGER, strategy TEXT, threads INTEGER, created REAL);
+CREATE TABLE IF NOT EXISTS measurements (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT, machine TEXT, schedule TEXT,
+    time_s REAL, status TEXT, feature_version INTEGER, features TEXT, created REAL);
+CREATE INDEX IF NOT EXISTS measurements_by_key ON measurements (key);
+CREATE INDEX IF NOT EXISTS measurements_by_machine ON measurements (machine, feature_version);
+"""
+
+
+class TuningDatabaseError(SchedlangError):
+    """The tuning database cannot be opened or written (a path that is not writable)."""
+
+
+def cache_root():
+    """The schedlang cache directory: ``$SCHEDLANG_CACHE``, else ``~/.cache/schedlang`` (the
+    same rule the LLVM machine-code cache uses). Example: ``cache_root()``."""
+    return os.environ.get("SCHEDLANG_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "schedlang")
+
+
+def default_path():
+    """Where the tuning database lives: ``cache_root()/tuning.sqlite3``.
+    Example: ``default_path()``."""
+    return os.path.join(cache_root(), DB_FILE)
+
+
+class Measurement:
+    """One measured candidate: its schedule JSON, time in seconds (None when it failed or
+    was wrong), ``status`` ("ok", "wrong", "error") and its loop-IR feature vector."""
+
+    __slots__ = ("schedule_json", "time_s", "status", "features", "feature_version", "key")
+
+    def __init__(self, schedule_json, time_s, status, features=None, feature_version=None,
+                 key=None):
+        self.schedule_json, self.time_s, self.status = schedule_json, time_s, status
+        self.features, self.feature_version, self.key = features, feature_version, key
+
+
+class TuningDatabase:
+    """The SQLite tuning database at ``path`` (default ``default_path()``).
+
+    Opening is lazy: reading a database that does not exist returns nothing and creates no
+    file. Example: ``TuningDatabase(tmp / "t.sqlite3").best_row(key)``.
+    """
+
+    def __init__(self, path=None):
+        self.path = os.fspath(path) if path is not None else default_path()
+        self._conn = None
+        self._writable = False
+
+    # ------------------------------------------------------------------ connection
+    def _connect(self, create):
+        if self._conn is not None and (self._writable or not create):
+            return self._conn
+        if self._conn is not None:       # opened for reading; reopen to set up writing
+            self.close()
+        if not create and not os.path.exists(self.path):
+            return None
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            # a reader needs neither: WAL mode is a property of the file, set by the first
+            # writer, and the schema exists once anything was written
+            if create:
+                _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+                conn.execute("PRAGMA synchronous = NORMAL")
+                _retry(lambda: self._create_schema(conn))
+        except (sqlite3.Error, OSError) as e:
+            raise TuningDatabaseError(f"the tuning database {self.path} cannot be opened ({e}); "
+                                      "set SCHEDLANG_CACHE to a writable directory, or delete "
+                                      "the file if it is damaged") from None
+        self._conn, self._writable = conn, create
+        return conn
+
+    @staticmethod
+    def _create_schema(conn):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            row = conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
+            if row is None:
+                conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def close(self):
+        """Close the connection (a later call reopens it)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _write(self, fn):
+        """Run ``fn(conn)`` in one IMMEDIATE transaction (retried while another process holds
+        the write lock); an error rolls it back."""
+        conn = self._connect(create=True)
+
+        def txn():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = fn(conn)
+                conn.execute("COMMIT")
+                return out
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        try:
+            return _retry(txn)
+        except sqlite3.Error as e:
+            raise TuningDatabaseError(f"cannot write the tuning database {self.path} ({e})"
+                                      ) from None
+
+    # ------------------------------------------------------------------ best schedules
+    def best_row(self, key, min_beam=0):
+        """The stored best entry for WorkloadKey ``key`` as a dict (``schedule``, ``names``,
+        ``time_s``, ``beam``, ...), or None; entries tuned with a beam narrower than
+        ``min_beam`` are not returned."""
+        try:
+            conn = self._connect(create=False)
+            if conn is None:
+                return None
+            cur = conn.execute("SELECT * FROM best WHERE key = ? AND action_version = ?",
+                               (key.digest, ACTION_VERSION))
+            row = cur.fetchone()
+            cols = [c[0] for c in cur.description]
+        except sqlite3.OperationalError as e:
+            if "no such table" in str(e):    # created by a writer that wrote nothing yet
+                return None
+            warnings.warn(f"schedlang: the tuning database {self.path} cannot be read ({e}); "
+                          "ignoring it", stacklevel=3)
+            return None
+        except (sqlite3.Error, TuningDatabaseError) as e:
+            warnings.warn(f"schedlang: the tuning database {self.path} cannot be read ({e}); "
+                          "ignoring it", stacklevel=3)
+            return None
+        if row is None:
+            return None
+        row = dict(zip(cols, row))
+        if (row.get("beam") or 0) < min_beam:
+            return None
+        return row
+
+    def load_schedule(self, key, outputs, min_beam=0):
+        """The stored best schedule of ``key`` replayed onto ``outputs`` (a list of Funcs), or
+        None when there is none. A row whose JSON is damaged or whose schedule no longer
+        replays is ignored with a warning. Example: ``db.load_schedule(key, [C])``."""
+        row = self.best_row(key, min_beam)
+        if row is None:
+            return None
+        return schedule_from_row(row, key, outputs, self.path)
+
+    def store_best(self, key, schedule, time_s, beam, strategy="beam", threads=None):
+        """Record ``schedule`` as the best for ``key`` unless a stored one is both faster and
+        from a wider search. Returns True when it was stored."""
+        text = schedule.to_json()
+
+        def fn(conn):
+            old = conn.execute("SELECT time_s, beam FROM best WHERE key = ?",
+                               (key.digest,)).fetchone()
+            if old is not None and old[0] is not None and old[0] < time_s and (old[1] or 0) > beam:
+                return False
+            conn.execute("INSERT OR REPLACE INTO best VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                         "?, ?)", (key.digest, key.algo_hash, key.sizes, key.dtypes, key.target,
+                                   key.machine, ACTION_VERSION, json.dumps(key.names), text,
+                                   float(time_s), int(beam), strategy, threads, time.time()))
+            return True
+        return self._write(fn)
+
+    # ------------------------------------------------------------------ measurements
+    def add_measurements(self, key, measurements):
+        """Append ``Measurement``s of candidates of ``key`` (one transaction)."""
+        now = time.time()
+        rows = [(key.digest, key.machine, m.schedule_json, m.time_s, m.status, m.feature_version,
+                 None if m.features is None else json.dumps([float(x) for x in m.features]), now)
+                for m in measurements]
+        if not rows:
+            return
+        self._write(lambda conn: conn.executemany(
+            "INSERT INTO measurements (key, machine, schedule, time_s, status, feature_version, "
+            "features, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows))
+
+    def measurements(self, machine, feature_version, key=None, limit=20000):
+        """Successful measurements taken on ``machine`` with features of ``feature_version``
+        (of one problem when ``key`` is given), newest first. Rows whose features are not a
+        list of numbers of one length are skipped with one warning."""
+        try:
+            conn = self._connect(create=False)
+            if conn is None:
+                return []
+            sql = ("SELECT key, schedule, time_s, features FROM measurements WHERE machine = ? "
+                   "AND feature_version = ? AND status = 'ok' AND time_s > 0")
+            params = [machine, feature_version]
+            if key is not None:
+                sql += " AND key = ?"
+                params.append(key.digest)
+            sql += " ORDER BY id DESC LIMIT ?"
+            params.append(limit)
+            rows = conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as e:
+            if "no such table" in str(e):
+                return []
+            warnings.warn(f"schedlang: the tuning database {self.path} cannot be read ({e}); "
+                          "the cost model trains without it", stacklevel=2)
+            return []
+        except (sqlite3.Error, TuningDatabaseError) as e:
+            warnings.warn(f"schedlang: the tuning database {self.path} cannot be read ({e}); "
+                          "the cost model trains without it", stacklevel=2)
+            return []
+        out, bad, width = [], 0, None
+        for k, sched, t, feats in rows:
+            try:
+                vec = json.loads(feats)
+                if not isinstance(vec, list) or not all(isinstance(x, (int, float)) for x in vec):
+                    raise ValueError("not a list of numbers")
+                if width is None:
+                    width = len(vec)
+                if len(vec) != width:
+                    raise ValueError("a feature vector of another length")
+                out.append(Measurement(sched, float(t), "ok", vec, feature_version, k))
+            except (ValueError, TypeError):
+                bad += 1
+        if bad:
+            warnings.warn(f"schedlang: ignored {bad} measurement row(s) with damaged features in "
+                          f"the tuning database {self.path}", stacklevel=2)
+        return out
+
+    def count_measurements(self, key=None):
+        """How many measurement rows there are (of ``key``, when given). Example:
+        ``db.count_measurements(key)``."""
+        conn = self._connect(create=False)
+        if conn is None:
+            return 0
+        if key is None:
+            return conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
+        return conn.execute("SELECT COUNT(*) FROM measurements WHERE key = ?",
+                            (key.digest,)).fetchone()[0]
+
+
+def schedule_from_row(row, key, outputs, where="the tuning database"):
+    """Replay a ``best`` row's schedule onto ``outputs``; None (with a warning) when the row
+    is damaged or its schedule does not fit the algorithm any more.
+    Example: ``schedule_from_row(db.best_row(key), key, [C])``."""
+    try:
+        names = json.loads(row["names"])
+        text = rename_schedule_json(row["schedule"], names, key.names)
+        return Schedule.from_json(text, *outputs)
+    except (ValueError, TypeError, KeyError, AttributeError, SchedlangError) as e:
+        warnings.warn(f"schedlang: ignoring the tuned schedule stored in {where} for "
+                      f"{', '.join(o.name for o in outputs)} ({key.describe()}): it cannot be "
+                      f"replayed ({e}); it will be re-tuned or the default schedule used",
+                      stacklevel=3)
+        return None
+
+
+def _retry(fn, attempts=20):
+    """Call ``fn``; retry while SQLite reports the database locked or busy (another process
+    is in a write transaction beyond the busy timeout, or changing the journal mode)."""
+    delay = 0.01
+    for n in range(attempts):
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            msg = str(e).lower()
+            if n == attempts - 1 or not ("locked" in msg or "busy" in msg):
+                raise
+            time.sleep(delay)
+            delay = min(0.5, delay * 2)
+    return None

@@ -1,0 +1,221 @@
+"""What identifies a tuning problem: the algorithm's structural hash, its concrete sizes and
+dtypes, the target, the machine, and the version of the action set.
+
+Func, Input and RDom names do not enter the hash: the tensor frontend invents them
+(``matmul7``), so two builds of the same graph must share a database entry. Instead every
+such name gets a canonical position (``algorithm_hash``), and a stored schedule is renamed
+onto the current pipeline's names when it is loaded (``rename_schedule_json``).
+Example::
+
+    key = workload_key([C], "llvm")
+    key.digest          # the database key (hex)
+    key.names           # C's pipeline names in canonical order: Funcs, Inputs, RDoms
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import platform
+
+from ..algo import expr as E
+from ..algo.func import Func, definition_exprs
+from ..errors import AlgorithmError
+from ..schedule.schedule import Schedule
+
+# Bumped whenever the search's actions or templates change in a way that makes schedules
+# stored by an older version not comparable (a key must include anything that changes the
+# action set, or a stale best schedule is served for a new search).
+ACTION_VERSION = 1
+
+
+class WorkloadKey:
+    """The identity of one tuning problem (see the module docstring)."""
+
+    def __init__(self, algo_hash, sizes, dtypes, target, machine, names):
+        self.algo_hash, self.sizes, self.dtypes = algo_hash, sizes, dtypes
+        self.target, self.machine, self.names = target, machine, list(names)
+        text = json.dumps([algo_hash, sizes, dtypes, target, machine, ACTION_VERSION])
+        self.digest = hashlib.sha256(text.encode()).hexdigest()
+
+    def describe(self):
+        """A short human-readable description: ``A:float32[64x64] B:... -> C on llvm``."""
+        return f"{self.sizes} {self.dtypes} on {self.target}"
+
+    def __repr__(self):
+        return f"<WorkloadKey {self.digest[:12]} {self.describe()}>"
+
+
+def _pipeline(outputs):
+    outputs = [outputs] if isinstance(outputs, Func) else list(outputs)
+    return outputs, Schedule(*outputs)
+
+
+def _rdoms_in_order(s):
+    """The RDoms of the pipeline, each once, in the order its definitions mention them."""
+    found, names = [], set()
+    for f in s.funcs:
+        for d in s.definitions(f):
+            def visit(n):
+                rd = getattr(n, "rdom", None)
+                if rd is not None and rd.name not in names:
+                    names.add(rd.name)
+                    found.append(rd)
+            for e in definition_exprs(d):
+                E.walk_expr(e, visit)
+            for v in d.rvars:
+                visit(v)
+    return found
+
+
+def algorithm_hash(outputs):
+    """``(hex digest, canonical names)``: a hash equal for structurally identical pipelines
+    (same definitions, shapes and dtypes) whatever their Funcs, Inputs and RDoms are called.
+    Example: ``algorithm_hash(C)[0]`` is the same for two separately built 64x64 matmuls."""
+    outs, s = _pipeline(outputs)
+    rdoms = _rdoms_in_order(s)
+    canon = {}
+    for n, f in enumerate(s.funcs):
+        canon[("F", f.name)] = f"F{n}"
+    for n, i in enumerate(s.inputs):
+        canon[("F", i.name)] = f"I{n}"
+    for n, r in enumerate(rdoms):
+        canon[("R", r.name)] = f"R{n}"
+    memo = {}
+
+    def ser(e):
+        if e is None:
+            return None
+        got = memo.get(id(e))
+        if got is not None:
+            return got
+        dt = (e.dtype.name, e.dtype.lanes)
+        if isinstance(e, E.Const):
+            out = ("C", dt, repr(e.value))
+        elif isinstance(e, E.RVar):
+            out = ("RV", canon.get(("R", e.rdom.name), e.rdom.name), e.dim)
+        elif isinstance(e, E.SizeVar):
+            out = ("S", e.name)
+        elif isinstance(e, E.Param):
+            out = ("P", e.name, dt)
+        elif isinstance(e, E.Var):
+            out = ("V", e.name, dt)
+        elif isinstance(e, E.FuncRef):
+            out = ("F", canon.get(("F", e.func.name), e.func.name)) + tuple(ser(a) for a in e.args)
+        elif isinstance(e, E.Reduce):
+            out = ("R", e.op, dt, canon.get(("R", e.rdom.name), e.rdom.name), ser(e.body))
+        else:
+            extra = tuple(getattr(e, a) for a in ("op", "name") if hasattr(e, a))
+            out = (type(e).__name__, dt) + extra + tuple(ser(k) for k in e.kids())
+        memo[id(e)] = out
+        return out
+
+    parts = [("out", tuple(canon[("F", o.name)] for o in outs))]
+    for i in s.inputs:
+        parts.append(("input", canon[("F", i.name)], i.dtype.name, tuple(ser(x) for x in i.shape)))
+    for f in s.funcs:
+        shape = None if f.shape is None else tuple(ser(x) for x in f.shape)
+        defs = tuple((tuple(ser(a) for a in d.args), ser(d.value),
+                      tuple(v.name for v in d.pure_vars), tuple(ser(v) for v in d.rvars),
+                      ser(d.predicate)) for d in s.definitions(f))
+        parts.append(("func", canon[("F", f.name)], shape, defs))
+    for r in rdoms:
+        parts.append(("rdom", canon[("R", r.name)], tuple((ser(a), ser(b)) for a, b in r.bounds),
+                      ser(r.predicate)))
+    digest = hashlib.sha256(repr(parts).encode()).hexdigest()
+    names = [f.name for f in s.funcs] + [i.name for i in s.inputs] + [r.name for r in rdoms]
+    return digest, names
+
+
+def concrete_sizes(outputs, sizes=None):
+    """``{Input name: shape tuple}`` with every size an int, using ``sizes`` (a dict from
+    symbolic size names to ints) for symbolic ones. Raises AlgorithmError naming the Input
+    and the size when one stays unknown. Example: ``concrete_sizes(C)`` is
+    ``{"A": (64, 64), "B": (64, 64)}``."""
+    from ..algo.evaluate import Unbound, evaluate
+    _, s = _pipeline(outputs)
+    sizes = dict(sizes or {})
+    out = {}
+    for i in s.inputs:
+        shape = []
+        for d, x in enumerate(i.shape):
+            try:
+                shape.append(int(evaluate(x, sizes)))
+            except Unbound as u:
+                raise AlgorithmError(f"autotune: Input {i.name} dimension {d} is the symbolic size "
+                                     f"{u}; tuning needs concrete sizes, pass sizes={{'{u}': ...}}"
+                                     ) from None
+        out[i.name] = tuple(shape)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def machine_id(target="llvm"):
+    """The machine a measurement was taken on: CPU model, the LLVM CPU name and a hash of the
+    CPU feature string (timings and the best schedule differ between machines).
+    Example: ``machine_id()`` is like ``"Intel Xeon ... | skylake-avx512 | 3f2a..."``."""
+    from ..targets.llvm_jit import _resolve_target
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    cpu, features = _resolve_target("llvm")
+    feat_hash = hashlib.sha256(features.encode()).hexdigest()[:16]
+    return f"{model} | {cpu} | {feat_hash}"
+
+
+def host_features():
+    """The host CPU's LLVM feature string (``+avx512f,...``).
+    Example: ``"+avx512f" in host_features()``."""
+    from ..targets.llvm_jit import _resolve_target
+    return _resolve_target("llvm")[1]
+
+
+def workload_key(outputs, target="llvm", sizes=None):
+    """The WorkloadKey of ``outputs`` (a Func or a list) compiled for ``target`` with the
+    Input shapes made concrete by ``sizes``. Example: ``workload_key(C, "llvm").digest``."""
+    digest, names = algorithm_hash(outputs)
+    shapes = concrete_sizes(outputs, sizes)
+    _, s = _pipeline(outputs)
+    size_text = " ".join(f"{n}[{'x'.join(map(str, sh))}]" for n, sh in
+                         zip([f"I{k}" for k in range(len(shapes))], shapes.values()))
+    dtype_text = " ".join(i.dtype.name for i in s.inputs) + " -> " + " ".join(
+        o.dtype.name for o in s.outputs)
+    return WorkloadKey(digest, size_text, dtype_text, target, machine_id(target), names)
+
+
+def rename_schedule_json(text, old_names, new_names):
+    """Schedule JSON written for a pipeline with ``old_names`` (canonical order), with every
+    Func, Input and RDom name replaced by the current pipeline's name at the same position.
+    Loop names such as ``k7.o`` are renamed component by component. Example:
+    ``rename_schedule_json(t, ["matmul3", "x1"], ["matmul9", "x5"])``."""
+    if list(old_names) == list(new_names):
+        return text
+    if len(old_names) != len(new_names):
+        raise ValueError("the stored pipeline has a different number of Funcs / Inputs / RDoms")
+    mapping = {a: b for a, b in zip(old_names, new_names) if a != b}
+    data = json.loads(text)
+
+    def ren(x):
+        if isinstance(x, str):
+            return ".".join(mapping.get(c, c) for c in x.split("."))
+        if isinstance(x, list):
+            return [ren(y) for y in x]
+        return x
+    for d in data.get("directives", []):
+        if d.get("op") == "assume":
+            continue
+        d["func"] = ren(d["func"])
+        d["args"] = [ren(a) for a in d["args"]]
+        d["kwargs"] = {k: ren(v) for k, v in d.get("kwargs", {}).items()}
+    data["outputs"] = [ren(o) for o in data.get("outputs", [])]
+    return json.dumps(data)
+
+
+__all__ = ["ACTION_VERSION", "WorkloadKey", "algorithm_hash", "workload_key",
+           "concrete_sizes", "machine_id", "rename_schedule_json"]

@@ -1,0 +1,366 @@
+"""Compiling candidates in a process pool, and checking and timing them in the parent.
+
+A candidate is schedule JSON. A pool worker (forked, so it shares the algorithm objects)
+replays it, lowers it, computes its loop-IR features and, when asked, JIT-compiles it,
+which leaves the machine code in the on-disk cache. The worker sends the lowered loop IR
+back (pickled), so the parent only generates code and loads the cached machine code. The
+parent then runs each kernel on fixed random inputs, compares its output with the default
+schedule's output (a wrong candidate is dropped and counted), and times it with warm-up
+and repeats while the pool is idle, so compiling never disturbs a timing.
+Example::
+
+    bench = Bench(outputs, "llvm", threads=2)          # random inputs + reference output
+    with CompilePool(outputs, "llvm", jobs=2) as pool:
+        results = pool.run([s.to_json() for s in candidates], jit=True, deadline=t_end)
+    status, seconds = bench.check_and_time(bench.kernel(s, results[0]), best_s=None)
+"""
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import pickle
+import re
+import sys
+import time
+
+import numpy as np
+
+from ..algo import expr as E
+from ..algo.func import definition_exprs
+from ..compiler import compile as sl_compile, kernel_args
+from ..errors import SchedlangError
+from ..lower.lower import lower_pipeline
+from ..schedule.schedule import Schedule
+from ..targets.kernel import Kernel
+from .features import loop_features
+
+# Set in the parent before the pool forks; the workers read the algorithm from here.
+_JOB = {}
+
+# A compile job is given up when it runs this many times longer than the slowest finished
+# one of its batch (and at least HANG_MIN_S seconds).
+HANG_FACTOR = 6.0
+HANG_MIN_S = 5.0
+
+# A candidate whose first run is this many times slower than the best so far is not timed
+# further: one run already shows it will not be chosen.
+SLOW_FACTOR = 4.0
+
+
+class CandidateResult:
+    """What a worker reports for one candidate: ``ok``; ``kind`` and ``message`` of the
+    error when not ok; ``features``; ``ir_hash`` (equal loop IR, equal kernel); ``payload``
+    (the pickled loop IR the parent compiles from)."""
+
+    __slots__ = ("ok", "kind", "message", "features", "ir_hash", "payload", "seconds")
+
+    def __init__(self, ok, kind="", message="", features=None, ir_hash="", payload=None,
+                 seconds=0.0):
+        self.ok, self.kind, self.message = ok, kind, message
+        self.features, self.ir_hash, self.payload = features, ir_hash, payload
+        self.seconds = seconds
+
+
+def kernel_name(outputs):
+    """The native function name ``sl.compile`` gives the kernel of ``outputs``.
+    Example: ``kernel_name([C]) == "sl_C"``."""
+    return "sl_" + re.sub(r"\W", "_", "_".join(o.name for o in outputs))
+
+
+def lower_candidate(outputs, target, schedule_json, jit, threads):
+    """Replay, lower, featurize and (with ``jit``) compile one candidate; never raises.
+    This is what a pool worker runs. Example:
+    ``lower_candidate([C], "llvm", s.to_json(), True, 2).ok``."""
+    t0 = time.perf_counter()
+    try:
+        s = Schedule.from_json(schedule_json, *outputs)
+        stmt, ctx = lower_pipeline(s, target)
+        args = kernel_args(stmt, s)
+        features = loop_features(stmt, threads)
+        ir_hash = hashlib.sha256(str(stmt).encode()).hexdigest()
+        payload = _pickle_deep((stmt, args, list(ctx.user_facts), list(ctx.call_checks),
+                                dict(ctx.assert_messages)))
+        if jit:
+            from ..targets.llvm import compile_llvm
+            compile_llvm(stmt, args, kernel_name(outputs), target)
+        return CandidateResult(True, features=features, ir_hash=ir_hash, payload=payload,
+                               seconds=time.perf_counter() - t0)
+    except SchedlangError as e:
+        return CandidateResult(False, type(e).__name__, str(e), seconds=time.perf_counter() - t0)
+    except Exception as e:  # noqa: BLE001 - a candidate that crashes the compiler is counted
+        return CandidateResult(False, "crash", f"{type(e).__name__}: {e}",
+                               seconds=time.perf_counter() - t0)
+
+
+def _pickle_deep(obj):
+    """Pickle a loop-IR tree; the pickler recurses once per nesting level and long chains of
+    ``let`` statements nest thousands deep, beyond Python's default recursion limit."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 20000))
+    try:
+        return pickle.dumps(obj)
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def _worker_job(schedule_json, jit):
+    return lower_candidate(_JOB["outputs"], _JOB["target"], schedule_json, jit, _JOB["threads"])
+
+
+def jit_payload(outputs, target, result):
+    """Compile a lowered candidate (a ``CandidateResult`` from a lowering-only job) into the
+    machine-code cache; returns the result, or a failed one. Never raises.
+    Example: ``jit_payload([C], "llvm", lowered).ok``."""
+    t0 = time.perf_counter()
+    try:
+        from ..targets.llvm import compile_llvm
+        stmt, args = pickle.loads(result.payload)[:2]
+        compile_llvm(stmt, args, kernel_name(outputs), target)
+        return CandidateResult(True, features=result.features, ir_hash=result.ir_hash,
+                               payload=result.payload, seconds=time.perf_counter() - t0)
+    except SchedlangError as e:
+        return CandidateResult(False, type(e).__name__, str(e), seconds=time.perf_counter() - t0)
+    except Exception as e:  # noqa: BLE001 - a candidate that crashes the compiler is counted
+        return CandidateResult(False, "crash", f"{type(e).__name__}: {e}",
+                               seconds=time.perf_counter() - t0)
+
+
+def _worker_jit(result):
+    return jit_payload(_JOB["outputs"], _JOB["target"], result)
+
+
+class CompilePool:
+    """A pool of ``jobs`` forked worker processes that lower and compile candidates of one
+    algorithm. Where fork is not available the candidates are compiled in this process.
+    Use it as a context manager; ``run`` returns one CandidateResult per candidate."""
+
+    def __init__(self, outputs, target, jobs=None, threads=None):
+        self.outputs, self.target = list(outputs), target
+        self.jobs = max(1, jobs or os.cpu_count() or 1)
+        self.threads = threads
+        self._pool = None
+        self.can_fork = "fork" in multiprocessing.get_all_start_methods() and self.jobs > 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _start(self):
+        if self._pool is None and self.can_fork:
+            _JOB.update(outputs=self.outputs, target=self.target, threads=self.threads)
+            # the parent never times a kernel while the workers compile (the two phases
+            # alternate), so the workers run at normal priority
+            self._pool = multiprocessing.get_context("fork").Pool(self.jobs)
+        return self._pool
+
+    def close(self):
+        """Stop the workers (a compile still running is abandoned)."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def run(self, schedule_jsons, jit, deadline, per_job_timeout_s=60.0):
+        """Lower (and with ``jit`` compile) every candidate; a candidate not done by
+        ``deadline`` (a ``time.perf_counter()`` value) or within ``per_job_timeout_s`` is
+        reported as a failure of kind "timeout"."""
+        return self._map(_worker_job, [(text, jit) for text in schedule_jsons],
+                         lambda text, j: lower_candidate(self.outputs, self.target, text, j,
+                                                         self.threads),
+                         deadline, per_job_timeout_s)
+
+    def compile_lowered(self, results, deadline, per_job_timeout_s=60.0):
+        """JIT-compile candidates lowered by ``run(..., jit=False)`` (into the disk cache)."""
+        return self._map(_worker_jit, [(r,) for r in results],
+                         lambda r: jit_payload(self.outputs, self.target, r),
+                         deadline, per_job_timeout_s)
+
+    def _map(self, worker_fn, arg_tuples, local_fn, deadline, per_job_timeout_s):
+        if not arg_tuples:
+            return []
+        if self._start() is None:
+            out = []
+            for args in arg_tuples:
+                if time.perf_counter() > deadline:
+                    out.append(CandidateResult(False, "timeout", "the tuning budget ran out"))
+                    continue
+                out.append(local_fn(*args))
+            return out
+        out = [None] * len(arg_tuples)
+        todo = list(range(len(arg_tuples)))
+        while todo:
+            pool = self._start()
+            pending = {k: pool.apply_async(worker_fn, arg_tuples[k]) for k in todo}
+            todo = []
+            order = sorted(pending)
+            for n, k in enumerate(order):
+                # results are collected in submission order, so a job has run at most as
+                # long as we wait for it here; one far slower than the others (a huge
+                # unrolled body in LLVM) is given up so it does not hold the round
+                done = [r.seconds for r in out if r is not None and r.ok]
+                hang_s = min(per_job_timeout_s, max(HANG_MIN_S, HANG_FACTOR * max(done, default=0)))
+                wait = min(hang_s, deadline - time.perf_counter())
+                try:
+                    if wait <= 0:
+                        raise multiprocessing.TimeoutError
+                    out[k] = pending[k].get(timeout=wait)
+                except multiprocessing.TimeoutError:
+                    late = time.perf_counter() >= deadline
+                    out[k] = CandidateResult(False, "timeout", "the tuning budget ran out" if late
+                                             else f"compiling took more than {hang_s:.0f} s")
+                    rest = order[n + 1:]
+                    for j in rest:
+                        if pending[j].ready():
+                            out[j] = pending[j].get()
+                        elif late:
+                            out[j] = CandidateResult(False, "timeout", "the tuning budget ran out")
+                        else:
+                            todo.append(j)
+                    # the workers may still be busy with given-up jobs: start fresh ones
+                    self.close()
+                    break
+        return out
+
+
+class _KernelContext:
+    """The parts of a LowerContext a Kernel keeps (facts and checks made at lowering)."""
+
+    def __init__(self, user_facts, call_checks, assert_messages):
+        self.user_facts, self.call_checks = user_facts, call_checks
+        self.assert_messages = assert_messages
+
+
+def build_kernel(outputs, schedule, result, target):
+    """A callable Kernel for a candidate from its worker result: code generation from the
+    worker's loop IR, machine code from the disk cache the worker filled (a test may
+    replace this function to inject a miscompiling candidate).
+    Example: ``build_kernel([C], s, result, "llvm")(A=a, B=b)``."""
+    from ..targets.llvm import compile_llvm
+    stmt, args, facts, checks, messages = pickle.loads(result.payload)
+    module = compile_llvm(stmt, args, kernel_name(outputs), target)
+    return Kernel(outputs, schedule, stmt, _KernelContext(facts, checks, messages), module, args,
+                  target)
+
+
+def random_inputs(schedule, shapes, seed=0):
+    """Random arguments for every Input (by shape and dtype) and Param of a pipeline.
+    Floats are uniform in [0.5, 1.5) (no NaN from log / sqrt, no cancellation to zero),
+    integers in [0, 8), bools fair coins. Example: ``random_inputs(sl.Schedule(C), shapes)``."""
+    from ..targets.llvm_jit import float32_to_bfloat16_bits
+    rng = np.random.default_rng(seed)
+    values = {}
+    for inp in schedule.inputs:
+        shape, dt = shapes[inp.name], inp.dtype
+        if dt.is_float:
+            a = rng.uniform(0.5, 1.5, size=shape)
+            if dt.name == "bfloat16":
+                values[inp.name] = float32_to_bfloat16_bits(a.astype(np.float32)).reshape(shape)
+            else:
+                values[inp.name] = a.astype(dt.numpy)
+        elif dt.is_bool:
+            values[inp.name] = rng.random(shape) < 0.5
+        else:
+            values[inp.name] = rng.integers(0, 8, size=shape).astype(dt.numpy)
+    params = {}
+    exprs = [e for g in schedule.funcs for d in schedule.definitions(g)
+             for e in definition_exprs(d)] + list(schedule.assumptions)
+    for e in exprs:
+        E.walk_expr(e, lambda n: params.setdefault(n.name, n) if isinstance(n, E.Param) else None)
+    for name, p in sorted(params.items()):
+        # a Param often scales or offsets values; 1.25 / 2 keep results in a normal range
+        if p.dtype.is_float:
+            values[name] = 1.25
+        elif p.dtype.is_bool:
+            values[name] = True
+        else:
+            values[name] = 2
+    return values
+
+
+def _as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def outputs_match(got, want):
+    """Whether a candidate's output(s) equal the reference's: exactly for integers and
+    bools, within reassociation error for floats (relative 1e-3 of the values and of their
+    largest magnitude; 2e-2 for 16-bit floats); NaNs and infinities must match in place.
+    Example: ``outputs_match(kern(**inputs), reference)``."""
+    for g, w in zip(_as_tuple(got), _as_tuple(want)):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape:
+            return False
+        if w.dtype.kind != "f":
+            if not np.array_equal(g, w):
+                return False
+            continue
+        tol = 2e-2 if w.dtype.itemsize <= 2 else 1e-3
+        g64, w64 = g.astype(np.float64), w.astype(np.float64)
+        if not np.array_equal(np.isnan(g64), np.isnan(w64)):
+            return False
+        finite = np.isfinite(w64)
+        if not np.array_equal(g64[~finite & ~np.isnan(w64)], w64[~finite & ~np.isnan(w64)]):
+            return False
+        if finite.any():
+            gw, ww = g64[finite], w64[finite]
+            scale = max(1.0, float(np.max(np.abs(ww))))
+            if not np.all(np.abs(gw - ww) <= tol * np.abs(ww) + tol * scale):
+                return False
+    return True
+
+
+class Bench:
+    """Fixed random inputs and the default schedule's output for one algorithm; checks and
+    times candidate kernels on them. ``default_s`` is the default schedule's time."""
+
+    def __init__(self, outputs, target, threads, shapes, seed=0):
+        self.outputs, self.target = list(outputs), target
+        self.threads = threads
+        default = Schedule(*self.outputs)
+        self.inputs = random_inputs(default, shapes, seed)
+        kern = sl_compile(self.outputs, default, target)
+        if threads:
+            kern.num_threads = threads
+        t0 = time.perf_counter()
+        self.reference = _copy(kern(**self.inputs))
+        self.default_s = time.perf_counter() - t0
+        self.default_schedule = default
+
+    def kernel(self, schedule, result):
+        """The Kernel of a candidate (see ``build_kernel``)."""
+        kern = build_kernel(self.outputs, schedule, result, self.target)
+        if self.threads:
+            kern.num_threads = self.threads
+        return kern
+
+    def check_and_time(self, kern, best_s, budget_s=0.25):
+        """``(status, seconds)``: status "wrong" (with seconds None) when the output differs
+        from the reference, else "ok" and the median run time. A candidate whose checked run
+        is SLOW_FACTOR times slower than ``best_s`` is timed by that one run."""
+        t0 = time.perf_counter()
+        got = kern(**self.inputs)
+        first = time.perf_counter() - t0
+        if not outputs_match(got, self.reference):
+            return "wrong", None
+        del got
+        if best_s is not None and first > SLOW_FACTOR * best_s and first > 1e-3:
+            return "ok", first
+        budget = min(budget_s, max(0.02, 10 * first))
+        stats = kern.time(warmup=1, budget_s=budget, **self.inputs)
+        return "ok", stats.median
+
+    def retime(self, kern, budget_s=0.3):
+        """A longer timing of a finalist (median seconds)."""
+        return kern.time(warmup=1, budget_s=budget_s, **self.inputs).median
+
+
+def _copy(x):
+    return tuple(np.array(a, copy=True) for a in x) if isinstance(x, tuple) else np.array(x,
+                                                                                          copy=True)
+
+
+__all__ = ["CompilePool", "Bench", "CandidateResult", "lower_candidate", "build_kernel",
+           "jit_payload", "random_inputs", "outputs_match", "kernel_name"]

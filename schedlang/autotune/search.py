@@ -1,0 +1,413 @@
+"""``sl.autotune``: beam search over schedule actions, within a wall-clock budget.
+
+The search measures the default schedule (whose output is the reference every candidate
+must reproduce) and the template seeds (``templates.py``), keeps the ``beam`` fastest
+correct schedules, and each round proposes their children one action away
+(``space.py``). Candidates compile in a process pool; the parent checks and times them
+(``measure.py``). With ``strategy="model"`` every child is lowered for its loop-IR
+features but only the ones the cost model ranks best are compiled and timed. The search
+stops when the budget is spent, or when two rounds in a row gain less than 1%. The
+finalists are timed again, the best is stored in the tuning database with every
+measurement, and a summary is printed.
+Example::
+
+    s = sl.autotune(C, beam=4, budget_s=30)
+    kern = sl.compile(C, s)
+"""
+from __future__ import annotations
+
+import random
+import time
+import warnings
+
+from ..algo.func import Func
+from ..errors import CompileError, ScheduleError, SchedlangError
+from ..schedule.schedule import Schedule
+from ..targets.kernel import default_threads
+from .cost_model import CostModel, train_from_measurements
+from .database import Measurement, TuningDatabase, TuningDatabaseError
+from .features import FEATURE_VERSION
+from .keys import concrete_sizes, workload_key
+from .measure import Bench, CompilePool
+from .progress import Progress
+from .space import children, realize
+from .templates import seed_schedules
+
+STRATEGIES = ("beam", "model")
+# Rounds in a row without this relative gain end the search before the budget does.
+MIN_GAIN = 0.01
+PATIENCE = 2
+# The model strategy's rounds time few candidates, so it may go on longer without a gain.
+MODEL_PATIENCE = 4
+FINALISTS = 3
+
+
+class Candidate:
+    """A measured (or failed) schedule: ``schedule``, ``action`` that made it, ``status``
+    ("ok", "wrong", "error"), ``time_s``, loop-IR ``features`` and ``ir_hash``."""
+
+    __slots__ = ("schedule", "action", "status", "time_s", "features", "ir_hash", "json",
+                 "result")
+
+    def __init__(self, schedule, action, status="error", time_s=None, result=None):
+        self.schedule, self.action, self.status = schedule, action, status
+        self.time_s, self.result = time_s, result
+        self.features = result.features if result is not None and result.ok else None
+        self.ir_hash = result.ir_hash if result is not None else ""
+        self.json = schedule.to_json() if schedule is not None else ""
+
+
+class TuningReport:
+    """What a tuning run did: times of the best and the default schedule, how many
+    candidates were proposed, measured, failed (schedule / compile errors, timeouts) and
+    wrong, rounds, elapsed seconds, and whether and where the result was stored."""
+
+    def __init__(self):
+        self.best_s = None
+        self.default_s = None
+        self.proposed = self.measured = self.failed = self.wrong = self.duplicates = 0
+        self.unfinished = 0        # compiles cut off by the end of the budget
+        self.rounds = 0
+        self.elapsed_s = 0.0
+        self.stored = False
+        self.database = ""
+        self.strategy = "beam"
+        self.history = []          # (round, best seconds after it)
+        self.errors = []           # (action, error kind, message) of failed candidates
+
+    def __repr__(self):
+        return (f"<TuningReport best={self.best_s} default={self.default_s} "
+                f"measured={self.measured} failed={self.failed} wrong={self.wrong} "
+                f"rounds={self.rounds}>")
+
+
+class TuningResult:
+    """The best ``schedule`` found and the ``report`` of the run."""
+
+    def __init__(self, schedule, report):
+        self.schedule, self.report = schedule, report
+
+
+def pipeline_outputs(f):
+    """``(outputs list, extra seed schedule or None)`` of a Func, a list of Funcs, or an
+    object with ``__schedlang_pipeline__`` (a frontend Tensor, whose own default schedule
+    becomes a seed). Example: ``pipeline_outputs(C) == ([C], None)``."""
+    lowerable = getattr(f, "__schedlang_pipeline__", None)
+    extra = None
+    if lowerable is not None:
+        f, extra = lowerable()
+    outputs = [f] if isinstance(f, Func) else list(f) if isinstance(f, (list, tuple)) else [f]
+    for o in outputs:
+        if not isinstance(o, Func):
+            raise ScheduleError(f"autotune needs the output Func(s) of a pipeline (or a Tensor), "
+                                f"got {o!r}")
+    return outputs, extra
+
+
+def _check_options(target, beam, budget_s, strategy):
+    if not isinstance(target, str) or target.split(":", 1)[0] != "llvm":
+        raise CompileError(f"autotune(target={target!r}): tuning runs every candidate on this "
+                           "machine's CPU, so the target must be 'llvm' or 'llvm:<cpu>'")
+    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
+        raise ScheduleError(f"autotune(beam={beam!r}): the beam width must be an int >= 1")
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s > 0:
+        raise ScheduleError(f"autotune(budget_s={budget_s!r}): the budget must be a number of "
+                            "seconds > 0")
+    if strategy not in STRATEGIES:
+        raise ScheduleError(f"autotune(strategy={strategy!r}): use 'beam' (measure every "
+                            "candidate) or 'model' (measure those the cost model ranks best)")
+
+
+class _Search:
+    def __init__(self, outputs, target, beam, budget_s, strategy, threads, shapes, jobs,
+                 key, progress, rng_seed):
+        self.outputs, self.target, self.beam, self.key = outputs, target, beam, key
+        self.strategy, self.threads = strategy, threads
+        self.start = time.perf_counter()
+        self.deadline = self.start + budget_s
+        self.progress = progress
+        self.rng = random.Random(rng_seed)
+        self.report = TuningReport()
+        self.report.strategy = strategy
+        self.original = {g.name for g in Schedule(*outputs).funcs}
+        self.cap = max(8, 4 * beam)
+        self.seen = set()
+        self.by_ir = {}
+        self.good = []              # Candidates with status ok
+        self.records = []           # Measurements for the database
+        self.history = []           # older database measurements for the model
+        self.model = CostModel()
+        self.spent_per_candidate = []
+        self.bench = Bench(outputs, target, threads, shapes)
+        self.report.default_s = self.bench.default_s
+        self.pool = CompilePool(outputs, target, jobs, threads)
+
+    # ------------------------------------------------------------------ helpers
+    def left(self):
+        return self.deadline - time.perf_counter()
+
+    def best(self):
+        return min(self.good, key=lambda c: c.time_s) if self.good else None
+
+    def _fail(self, action, kind, message):
+        if kind == "timeout" and self.left() <= 0:
+            self.report.unfinished += 1
+            return
+        self.report.failed += 1
+        self.report.errors.append((action, kind, message))
+
+    def affordable(self, wanted):
+        """How many of ``wanted`` candidates fit in the time left, judged by the wall time
+        candidates have taken so far (compile in the pool plus checking and timing)."""
+        if not self.spent_per_candidate:
+            return wanted
+        per = sum(self.spent_per_candidate) / len(self.spent_per_candidate)
+        return max(1, min(wanted, int(self.left() / max(per, 1e-3))))
+
+    def _record(self, cand):
+        self.records.append(Measurement(cand.json, cand.time_s, cand.status, cand.features,
+                                        FEATURE_VERSION, self.key.digest))
+
+    def _train(self):
+        self.model = train_from_measurements(self.history + [
+            m for m in self.records if m.status == "ok" and m.time_s],
+            focus_key=self.key.digest)
+
+    # ------------------------------------------------------------------ measuring
+    def add_default(self):
+        """The default schedule, measured once while making the reference output."""
+        from .measure import lower_candidate
+        s = self.bench.default_schedule
+        res = lower_candidate(self.outputs, self.target, s.to_json(), False, self.threads)
+        cand = Candidate(s, "default", "ok", self.bench.default_s, res)
+        self.seen.add(cand.json)
+        self.by_ir[cand.ir_hash] = cand
+        self.good.append(cand)
+        self._record(cand)
+
+    def evaluate(self, items, n_measure=None, always=()):
+        """Compile and measure ``items`` (``(action, Schedule)``); with ``n_measure`` only the
+        items whose actions are in ``always`` and the ``n_measure`` others the cost model
+        ranks best are compiled and timed."""
+        items = [(a, s) for a, s in items if s.to_json() not in self.seen]
+        keep_first = sum(1 for a, _ in items if a in always)
+        # the items to time in any case go first
+        items = [x for x in items if x[0] in always] + [x for x in items if x[0] not in always]
+        for _, s in items:
+            self.seen.add(s.to_json())
+        if not items or self.left() <= 0:
+            return
+        t0 = time.perf_counter()
+        self.report.proposed += len(items)
+        jsons = [s.to_json() for _, s in items]
+        if n_measure is None or n_measure + keep_first >= len(items):
+            results = self.pool.run(jsons, jit=True, deadline=self.deadline)
+        else:
+            results = self.pool.run(jsons, jit=False, deadline=self.deadline)
+            ok = [k for k, r in enumerate(results) if r.ok]
+            self._train()
+            scores = self.model.predict([results[k].features for k in ok]) if ok else []
+            ranked = [ok[k] for k in sorted(range(len(ok)), key=lambda k: scores[k])]
+            chosen = ok[:keep_first]
+            chosen += [k for k in ranked if k not in chosen][:n_measure]
+            compiled = self.pool.compile_lowered([results[k] for k in chosen], self.deadline)
+            for k, r in zip(chosen, compiled):
+                results[k] = r
+            for k, r in enumerate(results):
+                if not r.ok:
+                    self._fail(items[k][0], r.kind, r.message)
+            items = [items[k] for k in chosen]
+            results = [results[k] for k in chosen]
+        if n_measure is None or n_measure + keep_first >= len(jsons):
+            for k, r in enumerate(results):
+                if not r.ok:
+                    self._fail(items[k][0], r.kind, r.message)
+        self._measure(items, results)
+        self.spent_per_candidate.append((time.perf_counter() - t0) / max(1, len(jsons)))
+
+    def _measure(self, items, results):
+        for (action, s), r in zip(items, results):
+            if not r.ok:
+                continue
+            if r.ir_hash in self.by_ir:
+                self.report.duplicates += 1
+                continue
+            if self.left() <= 0:
+                break
+            best = self.best()
+            try:
+                kern = self.bench.kernel(s, r)
+                status, t = self.bench.check_and_time(kern, best.time_s if best else None,
+                                                      budget_s=min(0.25, max(0.02, self.left())))
+            except SchedlangError as e:
+                self._fail(action, type(e).__name__, str(e))
+                continue
+            cand = Candidate(s, action, status, t, r)
+            self.by_ir[r.ir_hash] = cand
+            self.report.measured += 1
+            self._record(cand)
+            if status == "wrong":
+                self.report.wrong += 1
+            else:
+                self.good.append(cand)
+
+    # ------------------------------------------------------------------ the search
+    def proposals(self, parents):
+        """Children of the beam, round-robin over parents, edits and appends interleaved."""
+        lists = []
+        for cand in parents:
+            props = [c for c in children(cand.schedule, self.original) if c.key not in self.seen]
+            edits = [c for c in props if c.kind == "edit"]
+            appends = [c for c in props if c.kind != "edit"]
+            self.rng.shuffle(edits)
+            self.rng.shuffle(appends)
+            mixed = []
+            for k in range(max(len(edits), len(appends))):
+                mixed += edits[k:k + 1] + appends[k:k + 1]
+            lists.append(mixed)
+        want = self.affordable(self.cap if self.strategy == "beam" else 2 * self.cap)
+        out, keys = [], set()
+        while len(out) < want and any(lists):
+            for lst in lists:
+                while lst:
+                    c = lst.pop(0)
+                    if c.key not in keys:
+                        keys.add(c.key)
+                        out.append(c)
+                        break
+                if len(out) >= want:
+                    break
+        items = []
+        for c in out:
+            try:
+                items.append((c.action, realize(c, self.outputs)))
+            except (SchedlangError, TypeError, ValueError) as e:
+                self.seen.add(c.to_json())
+                self.report.proposed += 1
+                self._fail(c.action, type(e).__name__, str(e))
+        return items
+
+    def run(self, seeds):
+        self.add_default()
+        if self.strategy == "model":
+            # seeds come best guess first within each template family: the first of each
+            # family (and a stored or given schedule) is timed, and two more the model picks
+            first, families = set(), set()
+            for action, _ in seeds:
+                family = action.split("(", 1)[0]
+                if family not in families:
+                    families.add(family)
+                    first.add(action)
+            self.evaluate(seeds, n_measure=2, always=first)
+        else:
+            self.evaluate(seeds)
+        self._round_done(0)
+        stale = 0
+        while self.left() > 0:
+            parents = sorted(self.good, key=lambda c: c.time_s)[:self.beam]
+            before = self.best().time_s
+            items = self.proposals(parents)
+            if not items:
+                break
+            # the model strategy times an eighth of a beam round's candidates (its pick of
+            # twice as many) and goes on longer, measuring under a third as much in all
+            n_measure = None if self.strategy == "beam" else max(2, self.cap // 8)
+            self.evaluate(items, n_measure)
+            self.report.rounds += 1
+            self._round_done(self.report.rounds)
+            gain = (before - self.best().time_s) / before
+            stale = 0 if gain > MIN_GAIN else stale + 1
+            if stale >= (PATIENCE if self.strategy == "beam" else MODEL_PATIENCE):
+                break
+        return self.finish()
+
+    def _round_done(self, n):
+        best = self.best()
+        self.report.history.append((n, best.time_s))
+        self.progress.round(n, self.report.measured, self.report.failed, self.report.wrong,
+                            best.time_s, self.report.default_s, self.left(),
+                            time.perf_counter() - self.start)
+
+    def finish(self):
+        """Time the finalists again (when the budget allows) and pick the best."""
+        finalists = sorted(self.good, key=lambda c: c.time_s)[:FINALISTS]
+        if len(finalists) > 1 and self.left() > 0.4 * len(finalists) + 0.2:
+            for cand in finalists:
+                if cand.action == "default":
+                    continue
+                try:
+                    kern = self.bench.kernel(cand.schedule, cand.result)
+                    cand.time_s = min(cand.time_s, self.bench.retime(kern, 0.3))
+                except SchedlangError:
+                    continue
+        best = self.best()
+        self.report.best_s = best.time_s
+        self.report.elapsed_s = time.perf_counter() - self.start
+        return best
+
+    def close(self):
+        self.pool.close()
+
+
+def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None, sizes=None,
+         seeds=(), jobs=None, database=None, progress=None, summary=True, store=True,
+         rng_seed=0):
+    """Tune the pipeline ``f`` and return a TuningResult (the best ``schedule`` and the
+    ``report``); ``autotune`` is the same but returns the Schedule only. ``threads``: the
+    threads each candidate runs on (default: every core); ``sizes``: values of symbolic
+    sizes; ``seeds``: extra Schedules to start from; ``jobs``: compile processes;
+    ``database``: path of the tuning database; ``progress``: None (on a terminal only),
+    True or False; ``store``: write the result to the database.
+    Example: ``tune(C, budget_s=10).report.measured``."""
+    _check_options(target, beam, budget_s, strategy)
+    outputs, extra = pipeline_outputs(f)
+    for s in seeds:
+        if not isinstance(s, Schedule) or [o.name for o in s.outputs] != [o.name for o in outputs]:
+            raise ScheduleError(f"autotune(seeds=...): {s!r} is not a Schedule of "
+                                f"{', '.join(o.name for o in outputs)}")
+    shapes = concrete_sizes(outputs, sizes)
+    key = workload_key(outputs, target, sizes)
+    db = TuningDatabase(database)
+    threads = threads or default_threads()
+    name = ", ".join(o.name for o in outputs)
+    prog = Progress(name, budget_s, progress, summary_enabled=summary and progress is not False)
+    start_items = [(nm, s) for nm, s in seed_schedules(outputs, threads)]
+    if extra is not None:
+        start_items.insert(0, ("frontend default", extra))
+    start_items = [("given seed", s) for s in seeds] + start_items
+    stored = db.load_schedule(key, outputs)
+    if stored is not None:
+        start_items.insert(0, ("database best", stored))
+    search = _Search(outputs, target, beam, budget_s, strategy, threads, shapes, jobs, key, prog,
+                     rng_seed)
+    try:
+        if strategy == "model":
+            search.history = db.measurements(key.machine, FEATURE_VERSION)
+        best = search.run(start_items)
+    finally:
+        search.close()
+    report = search.report
+    report.database = db.path
+    if store:
+        try:
+            db.add_measurements(key, search.records)
+            report.stored = db.store_best(key, best.schedule, best.time_s, beam, strategy,
+                                          threads)
+        except TuningDatabaseError as e:
+            warnings.warn(f"schedlang: the tuning result of {name} was not stored ({e})",
+                          stacklevel=2)
+    prog.summary(report, best.schedule)
+    return TuningResult(best.schedule, report)
+
+
+def autotune(f, target="llvm", beam=4, budget_s=60, strategy="beam", **options):
+    """Search for a fast schedule of ``f`` (a Func, a list of output Funcs, or a frontend
+    Tensor) and return the best ``sl.Schedule`` found within ``budget_s`` seconds; the
+    result and every measurement go to the tuning database, so a later
+    ``sl.compile(f)`` uses it. ``strategy="model"`` measures only what the cost model ranks
+    best. Other options as in ``tune``.
+    Example: ``s = sl.autotune(C, beam=4, budget_s=60); sl.compile(C, s)``."""
+    return tune(f, target, beam, budget_s, strategy, **options).schedule
+
+
+__all__ = ["autotune", "tune", "TuningResult", "TuningReport", "pipeline_outputs"]

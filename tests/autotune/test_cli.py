@@ -1,0 +1,33 @@
+"""``schedlang tune`` and ``schedlang bench --beam`` on small sizes."""
+import csv
+
+import schedlang as sl
+from schedlang.autotune.database import TuningDatabase
+from schedlang.autotune.keys import workload_key
+from schedlang.cli import main, make_workload
+
+
+def test_tune_cli_prints_the_best_schedule_and_stores_it(capsys):
+    assert main(["tune", "gemm", "--size", "64", "--beam", "2", "--budget-s", "3",
+                 "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# gemm 64x64x64: best ")
+    body = out.split("\n", 1)[1]
+    outs, _ = make_workload("gemm", "64").algorithm()
+    s = sl.Schedule(outs)
+    namespace = {"sl": sl, "s": s, "C": outs}
+    for g in s.funcs + s.inputs:
+        namespace[g.name] = g
+    exec(body, namespace)                       # the printed schedule is runnable Python
+    assert str(s) == body
+    assert TuningDatabase().best_row(workload_key(outs)) is not None
+
+
+def test_bench_beam_adds_a_schedlang_beam_row(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SCHEDLANG_BEAM_BUDGET_S", "2")
+    path = tmp_path / "rows.csv"
+    assert main(["bench", "blur", "--size", "64", "--beam", "1", "--compare", "numpy",
+                 "--threads", "1", "--csv", str(path)]) == 0
+    rows = list(csv.DictReader(open(path)))
+    assert [r["system"] for r in rows] == ["schedlang", "schedlang-beam", "numpy"]
+    assert "schedlang-beam" in capsys.readouterr().out

@@ -1,0 +1,169 @@
+"""The search: small problems under a tiny budget, templates, counted failures and wrong
+candidates, the budget, and the Schedule it returns."""
+import time
+
+import numpy as np
+import pytest
+
+import schedlang as sl
+from schedlang.autotune import measure, tune
+from schedlang.autotune.space import children, realize
+from schedlang.autotune.templates import seed_schedules
+
+from .conftest import blur, check_matmul, matmul
+
+
+def test_autotune_small_matmul_returns_a_correct_faster_schedule():
+    C = matmul(64)
+    result = tune(C, beam=2, budget_s=4, progress=False)
+    s, r = result.schedule, result.report
+    assert isinstance(s, sl.Schedule)
+    assert r.measured >= 2 and r.best_s <= r.default_s
+    check_matmul(sl.compile(C, s))
+    # the best schedule prints as Python and survives JSON
+    assert str(s).startswith("s[")
+    again = sl.Schedule.from_json(s.to_json(), C)
+    assert str(again) == str(s)
+
+
+def test_autotune_blur_stores_the_result_and_compile_uses_it():
+    by = blur()
+    s = sl.autotune(by, beam=2, budget_s=3, progress=False)
+    kern = sl.compile(blur())          # a freshly built identical algorithm, no schedule
+    assert str(kern.schedule) == str(s)
+    img = np.random.default_rng(0).random((34, 66), dtype=np.float32)
+    bx = (img[:, :-2] + img[:, 1:-1] + img[:, 2:]) * np.float32(1 / 3)
+    np.testing.assert_allclose(kern(img=img), (bx[:-2] + bx[1:-1] + bx[2:]) * np.float32(1 / 3),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_matmul_templates_are_derived_from_structure_not_names():
+    # the same algorithm with other names gets the register-tiled seeds too
+    X = sl.Input("lhs", sl.float32, (64, 64))
+    Y = sl.Input("rhs", sl.float32, (64, 64))
+    r, c = sl.vars("row col")
+    t = sl.RDom(64, name="t")
+    out = sl.Func("product", shape=(64, 64))
+    out[r, c] = sl.sum(X[r, t] * Y[t, c])
+    names = [n for n, _ in seed_schedules([out], 2)]
+    assert any(n.startswith("register_tile(product") for n in names)
+    s = dict(seed_schedules([out], 2))[names[0]]
+    assert "cache_write" in str(s) and "rhs" in str(s)   # rhs is packed, lhs is not
+
+
+def test_children_are_named_actions_that_replay():
+    C = matmul(32)
+    s = sl.Schedule(C)
+    kids = children(s, {"C"})
+    ops = {k.directives[-1]["op"] for k in kids if k.kind == "append"}
+    assert {"split", "vectorize", "parallel", "cache_write", "cache_read", "rfactor",
+            "unroll", "reorder"} <= ops
+    for k in kids:
+        assert all(isinstance(a, (str, int)) for a in k.directives[-1]["args"])
+    legal = 0
+    for k in kids:
+        try:
+            realize(k, [C])
+            legal += 1
+        except sl.ScheduleError:
+            pass
+    assert legal > len(kids) // 2
+
+
+def test_wrong_candidates_are_dropped_and_counted(monkeypatch):
+    real = measure.build_kernel
+
+    class Miscompiled:
+        """A kernel that adds 1 to every result: what a miscompile looks like."""
+
+        def __init__(self, kern):
+            self.kern = kern
+            self.num_threads = kern.num_threads
+
+        def __call__(self, **kw):
+            return self.kern(**kw) + 1
+
+        def time(self, **kw):
+            return self.kern.time(**kw)
+
+    def build(outputs, schedule, result, target):
+        kern = real(outputs, schedule, result, target)
+        return Miscompiled(kern) if "cache_write" in str(schedule) else kern
+    monkeypatch.setattr(measure, "build_kernel", build)
+    C = matmul(64)
+    r = tune(C, beam=2, budget_s=4, progress=False)
+    assert r.report.wrong >= 1
+    assert "cache_write" not in str(r.schedule)
+    check_matmul(sl.compile(C, r.schedule))
+
+
+def test_candidates_that_fail_to_compile_are_counted_not_fatal():
+    C = matmul(32)
+    bad = sl.Schedule(C)
+    acc = bad[C].cache_write("local")
+    copy = bad["B"].cache_read(acc, memory="global")
+    bad[copy].compute_at(C, "i")     # legal when called, rejected when lowering
+    with pytest.raises(sl.SchedlangError):
+        sl.compile(C, bad)
+    r = tune(C, beam=1, budget_s=2, seeds=[bad], progress=False)
+    assert r.report.failed >= 1
+    assert any("B" in msg for _, _, msg in r.report.errors)
+    check_matmul(sl.compile(C, r.schedule), 32)
+
+
+def test_budget_is_respected():
+    C = matmul(64)
+    t0 = time.perf_counter()
+    r = tune(C, beam=4, budget_s=1.5, progress=False)
+    elapsed = time.perf_counter() - t0
+    # slack: the process pool's start and the last kernel timing
+    assert elapsed < 1.5 + 2.5, elapsed
+    assert r.report.elapsed_s < 1.5 + 1.0
+
+
+def test_model_strategy_measures_fewer_candidates():
+    C = matmul(64)
+    r = tune(C, beam=2, budget_s=4, strategy="model", progress=False)
+    assert r.report.strategy == "model"
+    assert r.report.measured >= 1
+    assert r.report.measured <= r.report.proposed
+    check_matmul(sl.compile(C, r.schedule))
+
+
+def test_progress_lines_and_summary(capsys):
+    C = matmul(32)
+    s = sl.autotune(C, beam=1, budget_s=1.5, progress=True)
+    err = capsys.readouterr().err
+    assert "[autotune] C round 0:" in err and "tried" in err and "best" in err
+    assert "best schedule:" in err
+    assert (str(s).strip() or "# (default schedule)").splitlines()[0] in err
+
+
+def test_quiet_off_a_terminal_except_the_summary(capsys):
+    sl.autotune(matmul(32), beam=1, budget_s=1.5)        # pytest's stderr is not a terminal
+    err = capsys.readouterr().err
+    assert "round 0:" not in err
+    assert "[autotune] C: best" in err
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"beam": 0}, "beam width"),
+    ({"budget_s": -1}, "budget"),
+    ({"strategy": "random"}, "strategy"),
+    ({"target": "cuda"}, "llvm"),
+])
+def test_bad_options_name_the_argument(kwargs, match):
+    with pytest.raises(sl.SchedlangError, match=match):
+        sl.autotune(matmul(16), **kwargs)
+
+
+def test_symbolic_sizes_need_values():
+    A = sl.Input("A", sl.float32, ("N",))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] * 2
+    with pytest.raises(sl.AlgorithmError, match="sizes="):
+        sl.autotune(f, budget_s=1)
+    s = sl.autotune(f, budget_s=1.5, sizes={"N": 256}, progress=False)
+    a = np.arange(256, dtype=np.float32)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 2)
