@@ -167,3 +167,59 @@ def test_symbolic_sizes_need_values():
     s = sl.autotune(f, budget_s=1.5, sizes={"N": 256}, progress=False)
     a = np.arange(256, dtype=np.float32)
     np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 2)
+
+
+class _Terminal:
+    """A stderr stand-in that says it is a terminal."""
+
+    def __init__(self):
+        self.text = ""
+
+    def isatty(self):
+        return True
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+def test_progress_on_a_terminal_without_tqdm_prints_a_line_per_round(monkeypatch):
+    import sys
+    from schedlang.autotune.progress import Progress
+    monkeypatch.setitem(sys.modules, "tqdm", None)         # import tqdm fails
+    term = _Terminal()
+    p = Progress("C", 10, enabled=None, stream=term)
+    p.round(1, tried=16, failed=2, wrong=1, best_s=0.002, default_s=0.2, left_s=5)
+    assert "[autotune] C round 1: 16 tried, 2 failed, 1 wrong, best 2.000 ms (100.0x " \
+        "default), 5 s left" in term.text
+
+
+def test_progress_uses_tqdm_when_installed(monkeypatch):
+    import sys
+    import types
+    from schedlang.autotune.progress import Progress
+    bars = []
+
+    class FakeBar:
+        def __init__(self, total, **kw):
+            self.total, self.n, self.postfix, self.closed = total, 0, "", False
+            bars.append(self)
+
+        def set_postfix_str(self, s):
+            self.postfix = s
+
+        def refresh(self):
+            pass
+
+        def close(self):
+            self.closed = True
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=FakeBar))
+    term = _Terminal()
+    p = Progress("C", 10, enabled=None, stream=term)
+    p.round(2, tried=5, failed=0, wrong=0, best_s=0.001, default_s=0.1, left_s=3, elapsed_s=7)
+    assert bars and bars[0].n == 7 and "round 2, 5 tried" in bars[0].postfix
+    assert term.text == ""                                  # the bar, not lines
+    p.close()
+    assert bars[0].closed
