@@ -2,7 +2,7 @@
 hand-written schedule (public schedule language only), random inputs, the numpy
 reference, and optional torch / Halide versions for the same-run comparison.
 
-Example: ``w = WORKLOADS["gemm"](parse_size("gemm", "1024"))``; ``w.schedlang_kernel()``.
+Example: ``w = WORKLOADS["gemm"](parse_size("gemm", "1024"))``; ``outs, s = w.algorithm()``; ``sl.compile(outs, s)``.
 """
 from __future__ import annotations
 
@@ -47,10 +47,6 @@ class Workload:
     @property
     def shape_text(self):
         return "x".join(str(s) for s in self.size)
-
-    def compile(self):
-        outs, s = self.algorithm()
-        return sl.compile(outs, s)
 
 
 class Gemm(Workload):

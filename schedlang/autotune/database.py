@@ -23,6 +23,7 @@ import warnings
 
 from ..errors import SchedlangError
 from ..schedule.schedule import Schedule
+from ..targets.llvm_jit import cache_root
 from .keys import ACTION_VERSION, rename_schedule_json
 
 SCHEMA_VERSION = 1
@@ -46,13 +47,6 @@ CREATE INDEX IF NOT EXISTS measurements_by_machine ON measurements (machine, fea
 
 class TuningDatabaseError(SchedlangError):
     """The tuning database cannot be opened or written (a path that is not writable)."""
-
-
-def cache_root():
-    """The schedlang cache directory: ``$SCHEDLANG_CACHE``, else ``~/.cache/schedlang`` (the
-    same rule the LLVM machine-code cache uses). Example: ``cache_root()``."""
-    return os.environ.get("SCHEDLANG_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "schedlang")
 
 
 def default_path():

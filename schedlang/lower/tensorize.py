@@ -43,7 +43,7 @@ def tensorize(stmt, ctx):
             raise ScheduleError(f"tensorize({v}, {intr.name}) on {st.name}: no reduction loop "
                                 f"is nested under {v}; {intr.name} needs {intr.shape_text()} "
                                 f"under it (the lane loop {v} itself, then the reduction loop)")
-    _check_no_vector_loop_around(out, ctx, wanted)
+    _check_no_vector_loop_around(out, ctx)
     return out
 
 
@@ -56,7 +56,7 @@ def _has_inner_loop(s):
     return isinstance(body, ir.For)
 
 
-def _check_no_vector_loop_around(stmt, ctx, wanted):
+def _check_no_vector_loop_around(stmt, ctx):
     def walk(s, vec):
         if s is None:
             return

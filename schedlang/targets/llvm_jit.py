@@ -271,11 +271,16 @@ def _jit(ir_text: str, name: str, cpu: str, features: str, triple: str) -> LLVMK
     return LLVMKernelModule(name, source, address, engine, False, cpu, features)
 
 
+def cache_root():
+    """The schedlang cache directory: ``$SCHEDLANG_CACHE``, else ``~/.cache/schedlang``
+    (machine code under ``llvm/``, the tuning database beside it). Example: ``cache_root()``."""
+    return os.environ.get("SCHEDLANG_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "schedlang")
+
+
 def _cache_dir():
     """The machine-code cache directory, created if needed; None when it is not writable."""
-    root = os.environ.get("SCHEDLANG_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "schedlang")
-    path = os.path.join(root, "llvm")
+    path = os.path.join(cache_root(), "llvm")
     try:
         os.makedirs(path, exist_ok=True)
     except OSError:
