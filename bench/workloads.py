@@ -177,12 +177,13 @@ class Blur(Workload):
     """3x3 box blur of an fp32 image, separable, 'valid' region (output (H-2) x (W-2))."""
 
     name = "blur"
-    unit = "Gpix/s"
+    unit = "GB/s"
     default_sizes = ("4096",)
 
     def amount(self):
         h, w = self.size
-        return (h - 2) * (w - 2)  # output pixels; the rate is reported in Gpix/s
+        # GB/s of image read, like softmax (a memory-bound stencil); Gpix/s = GB/s / 4
+        return 4.0 * h * w
 
     def algorithm(self):
         h, w = self.size
@@ -246,29 +247,49 @@ class Conv(Workload):
         kk, st, p = self.kernel, self.stride, self.pad
         ho, wo = self.out_hw()
         X = sl.Input("X", sl.float32, (n_, c_, h, w))
-        Wt = sl.Input("W", sl.float32, (k_, c_, kk, kk))
+        W = sl.Input("W", sl.float32, (k_, c_, kk, kk))
         n, k, y, x = sl.vars("n k y x")
-        c, yp, xp_ = sl.vars("c yp xp")
-        padded = sl.Func("padded")
-        padded[n, c, yp, xp_] = sl.constant_exterior(X, 0.0)[n, c, yp - p, xp_ - p]
+        c, yp, xp_, ry, rx = sl.vars("c yp xp ry rx")
+        if p:
+            src = sl.Func("padded")
+            src[n, c, yp, xp_] = sl.constant_exterior(X, 0.0)[n, c, yp - p, xp_ - p]
+        else:
+            src = X
+        # weights transposed so that output channels are contiguous: the inner loop loads
+        # 16 output channels' weights as one vector and broadcasts one input pixel
+        wt = sl.Func("W_t")
+        wt[c, ry, rx, k] = W[k, c, ry, rx]
         r = sl.RDom(c_, kk, kk, name="r")
+        # the convolution with output channels innermost (NHWC), then written out as NCHW
+        acc = sl.Func("conv_nhwc")
+        acc[n, y, x, k] = sl.sum(src[n, r.x, y * st + r.y, x * st + r.z] * wt[r.x, r.y, r.z, k])
         out = sl.Func("conv", shape=(n_, k_, ho, wo))
-        out[n, k, y, x] = sl.sum(padded[n, r.x, y * st + r.y, x * st + r.z] * Wt[k, r.x, r.y, r.z])
+        out[n, k, y, x] = acc[n, y, x, k]
         s = sl.Schedule(out)
-        # a tile of 8 output channels x 32 columns accumulates in 16 AVX-512 registers
-        tk = 8 if k_ % 8 == 0 else 1
-        tx = 32 if wo >= 32 else (16 if wo >= 16 else wo)
-        vw = 16 if tx >= 16 else 1
-        acc = s[out].cache_write("local")
+        if k_ % 16:
+            # too few channels for the channel-vectorized kernel: vectorize the columns
+            s[out].parallel(y).vectorize(x, 16 if wo >= 16 else 1)
+            s[acc].compute_at(out, y)
+            return out, s
+        # register tile: tk output channels (tk / 16 vectors) x tx columns, 16 accumulators;
+        # tx divides the output width so no tile needs a guard
+        tk = 32 if k_ % 32 == 0 else 16
+        tx = max(d for d in range(1, 16 * 16 // tk + 1) if wo % d == 0)
+        if tx < 4 and k_ % 64 == 0:
+            tk = 64
+            tx = max(d for d in range(1, 5) if wo % d == 0)
+        cc = 32 if c_ % 32 == 0 else c_   # input channels per pass: their weights stay in L1
         ko, ki = s[out].split(k, tk)
-        xo, xi = s[out].split(x, tx)
-        s[out].reorder(n, y, ko, xo, ki, xi).vectorize(xi, vw).parallel(y)
-        s[acc].compute_at(out, xo)
-        s[acc].reorder("r.x", "r.y", "r.z", k, x).vectorize(x, vw).unroll(k)
-        if tx > vw:
-            s[acc].unroll("x.o")
-        # the zero-padded input is made once, so the inner loop reads it without tests
-        s[padded].compute_root().vectorize(xp_, 16 if w >= 16 else 1)
+        s[out].reorder(n, y, ko, ki, x).parallel(y).vectorize(x, 8 if wo >= 8 else 1)
+        s[acc].compute_at(out, ko)
+        co, ci = s[acc].split("r.x", cc)
+        xo, xi = s[acc].split(x, tx)
+        s[acc].reorder(co, xo, ci, "r.y", "r.z", xi, k).vectorize(k, 16).unroll(xi)
+        if tk > 16:
+            s[acc].unroll("k.o")
+        s[wt].compute_root().vectorize(k, 16)
+        if p:
+            s[src].compute_root().vectorize(xp_, 16 if w + 2 * p >= 16 else 1)
         return out, s
 
     def inputs(self):

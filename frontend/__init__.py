@@ -3,7 +3,8 @@
 Every op is both a function here and a method of ``Tensor`` (``F.relu(x)`` and
 ``x.relu()``), except ``F.where(c, a, b)``. Ops build pure algorithm Funcs and
 expressions; ``sl.compile(tensor)`` compiles a result (kernel arguments are the names
-given to ``Tensor.input``) and ``tensor.numpy()`` builds, compiles, caches and runs.
+given to ``Tensor.input``; the data of eager ``Tensor(array)`` constants is bound) and
+``tensor.numpy()`` builds, compiles, caches and runs.
 Example::
 
     import schedlang as sl
@@ -22,7 +23,9 @@ from .nn import (avg_pool2d, conv2d, layer_norm, layernorm, log_softmax, matmul,
                  max_pool2d, mean, min, softmax, sum)
 from .shape_ops import (concat, expand, flatten, getitem, pad, permute, reshape,  # noqa: F401
                         squeeze, transpose, unsqueeze)
+from .shape_ops import slice_ as slice  # noqa: A004 - the op's name
 from .tensor import Tensor, cache_info, clear_cache  # noqa: F401
+from .tensor import topo_order as _topo_order
 
 __all__ = [
     "Tensor", "as_tensor", "broadcast_shapes", "cache_info", "clear_cache", "where",
@@ -31,8 +34,8 @@ __all__ = [
     "lt", "maximum", "minimum", "mod", "mul", "ne", "neg", "pow", "relu", "rsqrt", "sigmoid",
     "sin", "sqrt", "sub", "tanh", "avg_pool2d", "conv2d", "layer_norm", "layernorm",
     "log_softmax", "matmul", "max", "max_pool2d", "mean", "min", "softmax", "sum", "concat",
-    "expand", "flatten", "getitem", "pad", "permute", "reshape", "squeeze", "transpose",
-    "unsqueeze",
+    "expand", "flatten", "getitem", "pad", "permute", "reshape", "slice", "squeeze",
+    "transpose", "unsqueeze",
 ]
 
 # Methods of Tensor: name -> function whose first argument is the tensor.
@@ -45,9 +48,26 @@ _METHODS = {
     "log_softmax": log_softmax, "layernorm": layernorm, "layer_norm": layer_norm,
     "conv2d": conv2d, "max_pool2d": max_pool2d, "avg_pool2d": avg_pool2d,
     "reshape": reshape, "permute": permute, "transpose": transpose, "expand": expand,
-    "pad": pad, "concat": lambda x, others, axis=0: concat([x, *others], axis),
-    "flatten": flatten, "squeeze": squeeze, "unsqueeze": unsqueeze,
+    "pad": pad, "concat": concat, "flatten": flatten, "squeeze": squeeze, "unsqueeze": unsqueeze,
+    "getitem": getitem, "slice": slice,
+    "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
+    "floordiv": floordiv, "mod": mod, "pow": pow, "neg": neg,
+    "logical_and": logical_and, "logical_or": logical_or, "logical_not": logical_not,
 }
+
+
+def _iter(self):
+    """Iterate over the first dimension (``for row in t``), as numpy."""
+    if not self.shape:
+        raise TypeError("iteration over a 0-d Tensor")
+    return (getitem(self, i) for i in range(self.shape[0]))
+
+
+def _bound_arguments(self):
+    """The arrays of the eager constants (``Tensor(array)``) the graph reads, by input name:
+    ``sl.compile(tensor)`` binds them, so its kernel takes only the ``Tensor.input`` names."""
+    return {n.input_node.name: n.array for n in _topo_order(self) if n.array is not None}
+
 
 _OPERATORS = {
     "__add__": add, "__sub__": sub, "__mul__": mul, "__truediv__": div,
@@ -69,7 +89,8 @@ def _reflected(fn):
     return method
 
 
-for _name, _fn in {**_METHODS, **_OPERATORS}.items():
+for _name, _fn in {**_METHODS, **_OPERATORS, "__iter__": _iter,
+                   "__schedlang_arguments__": _bound_arguments}.items():
     setattr(Tensor, _name, _fn)
 for _name, _fn in _REFLECTED.items():
     setattr(Tensor, _name, _reflected(_fn))

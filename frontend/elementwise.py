@@ -22,13 +22,15 @@ from schedlang.algo import types as T
 from .tensor import Tensor, is_scalar, scalar_key
 
 
-def as_tensor(x):
-    """A Tensor as is; a numpy array / list as an eager constant Tensor."""
+def as_tensor(x, op=None):
+    """A Tensor as is; a numpy array / list as an eager constant Tensor. ``op`` names the
+    op in the error for anything else."""
     if isinstance(x, Tensor):
         return x
     if isinstance(x, (np.ndarray, list, tuple)):
         return Tensor(x)
-    raise sl.AlgorithmError(f"expected a Tensor or an array, got {x!r} ({type(x).__name__})")
+    raise sl.AlgorithmError(f"{op + ': ' if op else ''}expected a Tensor or an array, got {x!r} "
+                            f"({type(x).__name__}); wrap data in Tensor(np.asarray(...))")
 
 
 def broadcast_shapes(*shapes, op="broadcast"):
@@ -55,13 +57,13 @@ def broadcast_index(idx, src_shape, out_shape):
             for d, n in enumerate(src_shape)]
 
 
-def _coerce(x):
+def _coerce(x, op):
     if isinstance(x, Tensor) or is_scalar(x):
         return x
     if isinstance(x, (np.ndarray, list, tuple)):
         return Tensor(x)
-    raise sl.AlgorithmError(f"cannot use {x!r} ({type(x).__name__}) as a Tensor operand; use a "
-                            "Tensor, a numpy array or a Python number")
+    raise sl.AlgorithmError(f"{op}: cannot use {x!r} ({type(x).__name__}) as a Tensor operand; "
+                            "use a Tensor, a numpy array or a Python number")
 
 
 def elementwise(op, fn, *operands, extra=()):
@@ -70,7 +72,7 @@ def elementwise(op, fn, *operands, extra=()):
     ``op`` and ``extra`` (hashable) identify the op in the kernel cache key; scalar
     operands are part of the key too. The result dtype is the dtype of ``fn``'s result.
     """
-    operands = [_coerce(x) for x in operands]
+    operands = [_coerce(x, op) for x in operands]
     tensors = [x for x in operands if isinstance(x, Tensor)]
     if not tensors:
         raise sl.AlgorithmError(f"{op}: at least one operand must be a Tensor")
@@ -280,7 +282,10 @@ def gelu(x):
 def cast(x, dtype):
     """Convert to ``dtype`` with C semantics (float to int truncates, narrowing wraps).
     Example: ``F.cast(x, sl.int32)`` or ``x.cast(sl.float16)``."""
-    dtype = T.as_dtype(dtype)
+    try:
+        dtype = T.as_dtype(dtype)
+    except sl.AlgorithmError as e:
+        raise sl.AlgorithmError(f"cast: {e}") from None
     return elementwise("cast", lambda p: sl.cast(dtype, p), x, extra=(dtype.name,))
 
 

@@ -1,8 +1,9 @@
 """The fast CPU schedules the frontend gives a 2-D float32 matmul and a float32 conv2d
 (the ones `schedlang bench` uses). Matmul: a 6 x 64 tile of the result accumulated in
 AVX-512 registers (cache_write), the right operand's column panel packed once per panel
-(cache_read + compute_at), panels in parallel. Conv2d (NCHW, groups 1): 8 output channels x
-32 columns accumulated in registers, rows in parallel.
+(cache_read + compute_at), panels in parallel. Conv2d (groups 1): sums with output channels
+innermost, 16 or 32 channels x up to 8 columns in registers, input channels in passes whose
+weights fit L1, rows in parallel; other NCHW convs: 8 channels x 32 columns.
 Example: ``gemm_schedule(s, f, True)`` on the Func of ``Tensor(a) @ Tensor(b)``.
 """
 from __future__ import annotations
@@ -55,11 +56,68 @@ def gemm_schedule(s, f, is_output):
     return True
 
 
+def conv_tiles(out_width, out_channels, in_channels, taps=9):
+    """(channels per register tile, columns per tile, input channels per pass) for the
+    channel-vectorized conv: 16 AVX-512 accumulators, a column count that divides the
+    output width (no guarded tiles), and a pass's weights (``taps`` = kernel area) within
+    about 40 KB so they stay in L1/L2-near while every column tile reuses them."""
+    tk = 32 if out_channels % 32 == 0 else 16
+    tx = max(d for d in range(1, 16 * 16 // tk + 1) if out_width % d == 0)
+    if tx < 4 and out_channels % 64 == 0:
+        tk, tx = 64, max(d for d in range(1, 5) if out_width % d == 0)
+    cc = max(d for d in range(1, in_channels + 1)
+             if in_channels % d == 0 and (d == 1 or d * taps * tk * 4 <= 40 * 1024))
+    return tk, tx, cc
+
+
+def _sole_func_read(f):
+    """The one Func that ``f``'s definition reads, else None."""
+    found = set()
+    E.walk_expr(f.definitions[0].value,
+                lambda n: found.add(n.func) if isinstance(n, E.FuncRef) else None)
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def _schedule_nhwc_sums(s, acc, o=None):
+    """The register-tiled loops of the NHWC sums Func ``acc[n, y, x, o]`` inside whatever
+    loop it is computed at (``o``: the name of its channel loop, when already split)."""
+    n, y, x, o_arg = (a.name for a in acc.definitions[0].args)
+    o = o or o_arg
+    rc, ry, rx = (v.name for v in acc.definitions[0].rvars)
+    _, _, wo, ko = (int(v.value) for v in acc.shape)
+    c, ky, kx = (int(b[1].value) for b in acc.definitions[0].rvars[0].rdom.bounds)
+    tk, tx, cc = conv_tiles(wo, ko, c, ky * kx)
+    co, ci = s[acc].split(rc, cc, names=(f"{rc}.o", f"{rc}.i"))
+    xo, xi = s[acc].split(x, tx, names=(f"{x}.o", f"{x}.i"))
+    s[acc].reorder(co, xo, ci, ry, rx, xi, o).vectorize(o, 16).unroll(xi)
+    if tk > 16:
+        s[acc].unroll(f"{o}.o")
+    return tk
+
+
 def conv_schedule(s, f, is_output):
-    """Schedule the NCHW conv2d Func ``f`` (``f[n, o, y, x] = sum over (c, ky, kx)``) in ``s``.
-    Returns False (leaving ``s`` untouched) when ``f`` does not have that form."""
+    """Schedule a conv2d in ``s``: either the NCHW output Func ``f`` that reads the NHWC
+    sums of the fast form (``frontend.nn.conv2d`` with groups 1), or a plain NCHW conv
+    Func (``f[n, o, y, x] = sum over (c, ky, kx)``). Returns the Funcs it scheduled (truthy),
+    or False (leaving ``s`` untouched) when ``f`` has neither form."""
     d = f.definitions[0]
-    if len(d.args) != 4 or len(d.rvars) != 3 or f.dtype != sl.float32 or f.shape is None:
+    if f.dtype != sl.float32 or f.shape is None or len(d.args) != 4:
+        return False
+    if not d.rvars:
+        acc = _sole_func_read(f)
+        if not is_output or acc is None or len(acc.definitions[0].rvars) != 3:
+            return False
+        n, o, y, x = (a.name for a in d.args)
+        _, o_ext, _, x_ext = (int(v.value) for v in f.shape)
+        tk = conv_tiles(x_ext, o_ext, 1)[0]
+        ko, ki = s[f].split(o, tk, names=(f"{o}.o", f"{o}.i"))
+        s[f].reorder(n, y, ko, ki, x).parallel(y)
+        if x_ext >= 8:
+            s[f].vectorize(x, 8)
+        s[acc].compute_at(f, ko)
+        _schedule_nhwc_sums(s, acc)
+        return [f, acc]
+    if len(d.rvars) != 3:
         return False
     _, o_ext, _, x_ext = (int(v.value) for v in f.shape)
     if o_ext % 8 or x_ext < 16:
@@ -77,4 +135,19 @@ def conv_schedule(s, f, is_output):
     s[acc].reorder(*r, o, x).vectorize(x, 16).unroll(o)
     if tx > 16:
         s[acc].unroll(f"{x}.o")
-    return True
+    return [f]
+
+
+def conv_nhwc_schedule(s, acc):
+    """Schedule the NHWC sums Func of a conv2d stored on its own (its NCHW reader was
+    fused into a consumer, e.g. a bias add or relu): rows in parallel, register tiles."""
+    d = acc.definitions[0]
+    if acc.dtype != sl.float32 or acc.shape is None or len(d.args) != 4 or len(d.rvars) != 3:
+        return False
+    n, y = d.args[0].name, d.args[1].name
+    o = d.args[3].name
+    tk = conv_tiles(int(acc.shape[2].value), int(acc.shape[3].value), 1)[0]
+    s[acc].split(o, tk, names=(f"{o}.tile", f"{o}.t"))
+    s[acc].reorder(n, y, f"{o}.tile").parallel(y)
+    _schedule_nhwc_sums(s, acc, f"{o}.t")
+    return [acc]

@@ -33,8 +33,19 @@ def _axes(axis, ndim, op):
     return axes
 
 
+def _axis_alias(op, axis, keepdims, dim, keepdim):
+    """torch's ``dim=`` / ``keepdim=`` spellings of ``axis=`` / ``keepdims=``."""
+    if dim is not None:
+        if axis is not None:
+            raise sl.AlgorithmError(f"{op}: give axis= or dim=, not both")
+        axis = dim
+    if keepdim is not None:
+        keepdims = keepdim
+    return axis, bool(keepdims)
+
+
 def _reduce(kind, x, axis, keepdims):
-    x = EW.as_tensor(x)
+    x = EW.as_tensor(x, kind)
     axes = _axes(axis, x.ndim, kind)
     if not axes:
         return x
@@ -59,30 +70,34 @@ def _reduce(kind, x, axis, keepdims):
     return S.reshape(red, tuple(1 if d in axes else n for d, n in enumerate(x.shape)))
 
 
-def sum(x, axis=None, keepdims=False):  # noqa: A001 - the op's name
-    """Sum over ``axis`` (None: all; int or tuple; negative ok). Floats keep their dtype;
-    bools and narrower integers accumulate in 64 bits as numpy and torch do (unsigned in
-    uint64). Example: ``x.sum(-1, keepdims=True)``."""
-    x = EW.as_tensor(x)
+def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001 - the op's name
+    """Sum over ``axis`` (None: all; int or tuple; negative ok; ``dim=`` / ``keepdim=`` as in
+    torch are accepted too). Floats keep their dtype; bools and narrower integers accumulate
+    in 64 bits as numpy and torch do (unsigned in uint64). Example: ``x.sum(-1, keepdims=True)``."""
+    axis, keepdims = _axis_alias("sum", axis, keepdims, dim, keepdim)
+    x = EW.as_tensor(x, "sum")
     dt = x.dtype
     if dt.is_bool or (dt.is_int and dt.bits < 64):
         x = EW.cast(x, sl.uint64 if dt.is_unsigned else sl.int64)
     return _reduce("sum", x, axis, keepdims)
 
 
-def max(x, axis=None, keepdims=False):  # noqa: A001
+def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
     """Maximum over ``axis`` (values only): ``x.max(axis=1)``."""
+    axis, keepdims = _axis_alias("max", axis, keepdims, dim, keepdim)
     return _reduce("max", x, axis, keepdims)
 
 
-def min(x, axis=None, keepdims=False):  # noqa: A001
+def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
     """Minimum over ``axis`` (values only): ``x.min(axis=(0, 1))``."""
+    axis, keepdims = _axis_alias("min", axis, keepdims, dim, keepdim)
     return _reduce("min", x, axis, keepdims)
 
 
-def mean(x, axis=None, keepdims=False):
+def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """Mean over ``axis``; integers give float32: ``x.mean(-1)``."""
-    x = EW.as_tensor(x)
+    axis, keepdims = _axis_alias("mean", axis, keepdims, dim, keepdim)
+    x = EW.as_tensor(x, "mean")
     axes = _axes(axis, x.ndim, "mean")
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     return EW.div(_reduce("sum", x, axes, keepdims), count)
@@ -94,7 +109,7 @@ def matmul(a, b):
     """Matrix product with torch / numpy semantics: 2-D, batched N-D with broadcasting of
     the batch dims, and 1-D operands (a vector is promoted, then its dim removed).
     Example: ``(Tensor(a) @ Tensor(b)).numpy()``."""
-    a, b = EW.as_tensor(a), EW.as_tensor(b)
+    a, b = EW.as_tensor(a, "matmul"), EW.as_tensor(b, "matmul")
     if a.ndim == 0 or b.ndim == 0:
         raise sl.AlgorithmError(f"matmul: both operands need at least 1 dimension, got shapes "
                                 f"{a.shape} and {b.shape}")
@@ -128,19 +143,22 @@ def matmul(a, b):
 
 # ---------------------------------------------------------------------- softmax family
 
-def softmax(x, axis=-1):
-    """``exp(x - max) / sum(exp(x - max))`` along ``axis``; the exponentials are stored once
-    (compute_root). Example: ``x.softmax(-1)``."""
-    x = EW.as_tensor(x)
+def softmax(x, axis=-1, *, dim=None):
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (or torch's ``dim=``); the
+    exponentials are stored once (compute_root). Example: ``x.softmax(-1)``."""
+    x = EW.as_tensor(x, "softmax")
+    axis = S.normalize_axis(axis if dim is None else dim, x.ndim, "softmax")
     m = max(x, axis, keepdims=True)
     z = EW.exp(EW.sub(x, m))
     e = Tensor.materialize("softmax_exp", (), [z], z.shape, z.element, root=True)
     return EW.div(e, sum(e, axis, keepdims=True))
 
 
-def log_softmax(x, axis=-1):
-    """``x - max - log(sum(exp(x - max)))`` along ``axis``: ``x.log_softmax(-1)``."""
-    x = EW.as_tensor(x)
+def log_softmax(x, axis=-1, *, dim=None):
+    """``x - max - log(sum(exp(x - max)))`` along ``axis`` (or ``dim=``):
+    ``x.log_softmax(-1)``."""
+    x = EW.as_tensor(x, "log_softmax")
+    axis = S.normalize_axis(axis if dim is None else dim, x.ndim, "log_softmax")
     z = EW.sub(x, max(x, axis, keepdims=True))
     return EW.sub(z, EW.log(sum(EW.exp(z), axis, keepdims=True)))
 
@@ -148,21 +166,23 @@ def log_softmax(x, axis=-1):
 def layernorm(x, weight=None, bias=None, eps=1e-5):
     """Layer normalisation over the last axis (torch ``layer_norm``, biased variance):
     ``(x - mean) / sqrt(var + eps) * weight + bias``. Example: ``x.layernorm(w, b)``."""
-    x = EW.as_tensor(x)
+    x = EW.as_tensor(x, "layernorm")
     if x.ndim == 0:
         raise sl.AlgorithmError("layernorm: needs at least one dimension")
     d = x.shape[-1]
+    weight = None if weight is None else EW.as_tensor(weight, "layernorm weight")
+    bias = None if bias is None else EW.as_tensor(bias, "layernorm bias")
     for name, p in (("weight", weight), ("bias", bias)):
-        if p is not None and EW.as_tensor(p).shape != (d,):
-            raise sl.AlgorithmError(f"layernorm: {name} has shape {EW.as_tensor(p).shape}, "
-                                    f"expected ({d},) for input of shape {x.shape}")
+        if p is not None and p.shape != (d,):
+            raise sl.AlgorithmError(f"layernorm: {name} has shape {p.shape}, expected ({d},) "
+                                    f"for input of shape {x.shape}")
     xc = EW.sub(x, mean(x, -1, keepdims=True))
     var = mean(EW.mul(xc, xc), -1, keepdims=True)
     out = EW.mul(xc, EW.rsqrt(EW.add(var, float(eps))))
     if weight is not None:
-        out = EW.mul(out, EW.as_tensor(weight))
+        out = EW.mul(out, weight)
     if bias is not None:
-        out = EW.add(out, EW.as_tensor(bias))
+        out = EW.add(out, bias)
     return out
 
 
@@ -172,54 +192,97 @@ layer_norm = layernorm
 # ---------------------------------------------------------------------- convolution / pooling
 
 def _pair(v, what):
-    if isinstance(v, (tuple, list)):
-        if len(v) != 2:
-            raise sl.AlgorithmError(f"{what} must be an int or a pair, got {v!r}")
-        return int(v[0]), int(v[1])
-    return int(v), int(v)
+    items = tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+    if len(items) != 2 or not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+                                  for a in items):
+        raise sl.AlgorithmError(f"{what} must be an int or a pair of ints, got {v!r}")
+    return int(items[0]), int(items[1])
+
+
+def _conv_padding(padding, kernel, dilation, stride):
+    """``((top, bottom), (left, right))`` from an int, a pair, ``"valid"`` or ``"same"``
+    (torch: stride 1 only; an odd total puts the extra row / column at the end)."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0), (0, 0)
+        if padding == "same":
+            if stride != (1, 1):
+                raise sl.AlgorithmError(f"conv2d: padding='same' needs stride 1 (got stride "
+                                        f"{stride}), as in torch; give the padding as ints")
+            return tuple((d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2)
+                         for k, d in zip(kernel, dilation))
+        raise sl.AlgorithmError(f"conv2d: padding {padding!r} is not 'same', 'valid', an int or "
+                                "a pair of ints")
+    ph, pw = _pair(padding, "conv2d padding")
+    return (ph, ph), (pw, pw)
 
 
 def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution as torch (cross-correlation): ``x`` is (N, C, H, W), ``w`` is
-    (O, C // groups, KH, KW), optional ``bias`` (O,). Zero padding is an index map.
+    (O, C // groups, KH, KW), optional ``bias`` (O,). ``padding`` is an int, a pair,
+    ``"valid"`` or ``"same"``; zero padding is an index map.
     Example: ``F.conv2d(x, w, stride=2, padding=1, groups=2)``."""
-    x, w = EW.as_tensor(x), EW.as_tensor(w)
+    x, w = EW.as_tensor(x, "conv2d"), EW.as_tensor(w, "conv2d")
     if x.ndim != 4 or w.ndim != 4:
         raise sl.AlgorithmError(f"conv2d: needs x (N, C, H, W) and w (O, C/groups, KH, KW), got "
                                 f"shapes {x.shape} and {w.shape}")
-    (sh, sw), (ph, pw), (dh, dw) = (_pair(stride, "conv2d stride"),
-                                    _pair(padding, "conv2d padding"),
-                                    _pair(dilation, "conv2d dilation"))
+    (sh, sw), (dh, dw) = _pair(stride, "conv2d stride"), _pair(dilation, "conv2d dilation")
     N, C, H, W = x.shape
     O, Cg, KH, KW = w.shape
+    (pt, pb), (pl, pr) = _conv_padding(padding, (KH, KW), (dh, dw), (sh, sw))
     if groups < 1 or C % groups or O % groups or Cg != C // groups:
         raise sl.AlgorithmError(f"conv2d: x of shape {x.shape} and w of shape {w.shape} do not "
                                 f"match with groups={groups} (need C = {Cg} * groups and O "
                                 "divisible by groups)")
-    if builtins.min(sh, sw, dh, dw) < 1 or builtins.min(ph, pw) < 0:
-        raise sl.AlgorithmError("conv2d: stride and dilation must be >= 1, padding >= 0")
-    Ho = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
-    Wo = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
+    if builtins.min(sh, sw, dh, dw) < 1 or builtins.min(pt, pb, pl, pr) < 0:
+        raise sl.AlgorithmError(f"conv2d: stride and dilation must be >= 1 and padding >= 0, got "
+                                f"stride={stride!r}, dilation={dilation!r}, padding={padding!r}")
+    Ho = (H + pt + pb - dh * (KH - 1) - 1) // sh + 1
+    Wo = (W + pl + pr - dw * (KW - 1) - 1) // sw + 1
     if Ho <= 0 or Wo <= 0:
         raise sl.AlgorithmError(f"conv2d: the kernel {w.shape[2:]} (dilation {(dh, dw)}) does not "
-                                f"fit the padded input {(H + 2 * ph, W + 2 * pw)}")
-    xp = S.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    if ph or pw:
+                                f"fit the padded input {(H + pt + pb, W + pl + pr)}")
+    pads = ((pt, pb), (pl, pr))
+    xp = S.pad(x, ((0, 0), (0, 0)) + pads)
+    if pt or pb or pl or pr:
         # the zero-padded input is stored once, so the inner loop reads it without tests
-        xp = Tensor.materialize("padded", ((ph, pw),), [xp], xp.shape, xp.element, root=True)
+        xp = Tensor.materialize("padded", (pads,), [xp], xp.shape, xp.element, root=True)
     Og = O // groups
+    params = ((sh, sw), pads, (dh, dw), groups)
+
+    def window(n, h, ww, r, c):
+        """x's element under kernel tap (r.y, r.z) for output pixel (h, ww)."""
+        return xp.element([n, c, h * sh + r.y * dh if sh != 1 or dh != 1 else h + r.y,
+                           ww * sw + r.z * dw if sw != 1 or dw != 1 else ww + r.z])
+    if groups == 1 and O % 16 == 0 and x.dtype == sl.float32 and w.dtype == sl.float32:
+        # the fast form: weights transposed so output channels are contiguous, the sums
+        # computed with channels innermost (NHWC), then read out as NCHW; the default
+        # schedule vectorizes the output channels (frontend/matmul_schedule.py)
+        wt = Tensor.materialize("conv2d_weights", (), [w], (C, KH, KW, O),
+                                lambda iv: w.element([iv[3], iv[0], iv[1], iv[2]]), root=True)
+
+        def body_nhwc(iv):
+            n, h, ww, o = iv
+            r = sl.RDom(C, KH, KW, name=fresh_name("r"))
+            return sl.sum(window(n, h, ww, r, r.x) * wt.element([r.x, r.y, r.z, o]))
+        acc = Tensor.materialize("conv2d_nhwc", params, [xp, wt], (N, Ho, Wo, O), body_nhwc)
+        out = Tensor.materialize("conv2d", params, [acc], (N, O, Ho, Wo),
+                                 lambda iv: acc.element([iv[0], iv[2], iv[3], iv[1]]))
+        return _conv_bias(out, bias, O)
 
     def body(iv):
         n, o, h, ww = iv
         r = sl.RDom(Cg, KH, KW, name=fresh_name("r"))
         c = r.x if groups == 1 else (o // Og) * Cg + r.x
-        xi = [n, c, h * sh + r.y * dh if sh != 1 or dh != 1 else h + r.y,
-              ww * sw + r.z * dw if sw != 1 or dw != 1 else ww + r.z]
-        return sl.sum(xp.element(xi) * w.element([o, r.x, r.y, r.z]))
-    out = Tensor.materialize("conv2d", ((sh, sw), (ph, pw), (dh, dw), groups), [xp, w],
-                             (N, O, Ho, Wo), body)
+        return sl.sum(window(n, h, ww, r, c) * w.element([o, r.x, r.y, r.z]))
+    out = Tensor.materialize("conv2d", params, [xp, w], (N, O, Ho, Wo), body)
+    return _conv_bias(out, bias, O)
+
+
+def _conv_bias(out, bias, O):
+    """``out`` plus the per-channel ``bias`` (None: ``out`` itself)."""
     if bias is not None:
-        b = EW.as_tensor(bias)
+        b = EW.as_tensor(bias, "conv2d")
         if b.shape != (O,):
             raise sl.AlgorithmError(f"conv2d: bias has shape {b.shape}, expected ({O},)")
         out = EW.add(out, S.reshape(b, (O, 1, 1)))
@@ -227,7 +290,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def _pool(kind, x, kernel_size, stride, padding):
-    x = EW.as_tensor(x)
+    x = EW.as_tensor(x, kind)
     if x.ndim < 2:
         raise sl.AlgorithmError(f"{kind}: needs at least 2 dims (..., H, W), got shape {x.shape}")
     kh, kw = _pair(kernel_size, f"{kind} kernel_size")

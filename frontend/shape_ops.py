@@ -8,12 +8,15 @@ Example::
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 import schedlang as sl
 from schedlang.algo import expr as E
 from schedlang.algo import types as T
 
+from .elementwise import as_tensor
 from .tensor import Tensor, scalar_key
 
 _INT32_MAX = 2**31 - 1
@@ -76,6 +79,7 @@ def reshape(x, *shape):
     index, computed per group of dims whose sizes match, e.g. (6, 4) -> (2, 3, 4) only
     divides the first index.
     """
+    x = as_tensor(x, "reshape")
     shape = _shape_args(shape)
     if shape.count(-1) > 1:
         raise sl.AlgorithmError(f"reshape{shape}: at most one dimension may be -1")
@@ -120,6 +124,7 @@ def reshape(x, *shape):
 
 def flatten(x, start_dim=0, end_dim=-1):
     """Merge dims ``start_dim..end_dim`` into one (torch): ``x.flatten(1)``."""
+    x = as_tensor(x, "flatten")
     if x.ndim == 0:
         return reshape(x, 1)
     a = normalize_axis(start_dim, x.ndim, "flatten")
@@ -130,12 +135,14 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 def unsqueeze(x, dim):
     """Insert a size-1 dim at ``dim`` (torch): ``x.unsqueeze(0)``."""
+    x = as_tensor(x, "unsqueeze")
     d = normalize_axis(dim, x.ndim + 1, "unsqueeze")
     return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
 
 
 def squeeze(x, dim=None):
     """Drop size-1 dims (all, or the given one / tuple): ``x.squeeze(0)``."""
+    x = as_tensor(x, "squeeze")
     if dim is None:
         dims = [d for d, n in enumerate(x.shape) if n == 1]
     else:
@@ -149,6 +156,7 @@ def squeeze(x, dim=None):
 def permute(x, *dims):
     """Reorder dims (no copy): ``x.permute(0, 2, 1)``; output dim ``d`` is source dim
     ``dims[d]``, as torch / ``np.transpose(x, dims)``."""
+    x = as_tensor(x, "permute")
     dims = _shape_args(dims)
     norm = [normalize_axis(d, x.ndim, "permute") for d in dims]
     if sorted(norm) != list(range(x.ndim)):
@@ -166,8 +174,15 @@ def permute(x, *dims):
     return Tensor.make("permute", tuple(norm), [x], shape, x.dtype, index_fn)
 
 
-def transpose(x, dim0=-2, dim1=-1):
-    """Swap two dims (no copy): ``x.transpose(0, 1)``."""
+def transpose(x, dim0=-2, dim1=-1, *more):
+    """Swap two dims (no copy, torch): ``x.transpose(0, 1)``; the last two by default.
+    A full axis order, as numpy's ``transpose(axes)``, is a permute:
+    ``x.transpose((2, 0, 1))`` or ``x.transpose(2, 0, 1)``."""
+    x = as_tensor(x, "transpose")
+    if isinstance(dim0, (tuple, list)) and dim1 == -1 and not more:
+        return permute(x, *dim0)
+    if more:
+        return permute(x, dim0, dim1, *more)
     a = normalize_axis(dim0, x.ndim, "transpose")
     b = normalize_axis(dim1, x.ndim, "transpose")
     dims = list(range(x.ndim))
@@ -178,6 +193,7 @@ def transpose(x, dim0=-2, dim1=-1):
 def expand(x, *shape):
     """Broadcast to ``shape`` (torch ``expand``; ``-1`` keeps a dim, new dims lead).
     Example: ``Tensor(np.ones((3, 1))).expand(2, 3, 4)``."""
+    x = as_tensor(x, "expand")
     shape = _shape_args(shape)
     lead = len(shape) - x.ndim
     if lead < 0:
@@ -231,6 +247,7 @@ def pad(x, pad_width, value=0):
     Reads outside the source give ``value``; the source index is clamped into range, so
     every read is provably in bounds.
     """
+    x = as_tensor(x, "pad")
     pairs = _pad_widths(pad_width, x.ndim)
     if all(a == 0 and b == 0 for a, b in pairs):
         return x
@@ -259,6 +276,7 @@ def pad(x, pad_width, value=0):
 def getitem(x, key):
     """Basic numpy indexing (no copy): ints (negative ok), slices (any non-zero step),
     ``None`` and ``...``. Example: ``x[0, 1:-1, ::2]``."""
+    x = as_tensor(x, "getitem")
     if not isinstance(key, tuple):
         key = (key,)
     if sum(k is Ellipsis for k in key) > 1:
@@ -280,7 +298,15 @@ def getitem(x, key):
             continue
         n = x.shape[d]
         if isinstance(k, slice):
-            start, stop, step = k.indices(n)
+            if k.step is not None and k.step == 0:
+                raise sl.AlgorithmError(f"getitem: slice step cannot be zero (dimension {d} of "
+                                        f"shape {x.shape}); use a non-zero step such as ::1 or "
+                                        "::-1")
+            try:
+                start, stop, step = k.indices(n)
+            except TypeError:
+                raise sl.AlgorithmError(f"getitem: slice {k!r} must have int (or None) start, "
+                                        "stop and step") from None
             length = len(range(start, stop, step))
             plan.append(("slice", start if length else 0, step))
             shape.append(length)
@@ -311,13 +337,85 @@ def getitem(x, key):
     return Tensor.make("getitem", tuple(plan), [x], shape, x.dtype, index_fn)
 
 
+def _int_or_none(v, what):
+    if v is None or (isinstance(v, (int, np.integer)) and not isinstance(v, bool)):
+        return None if v is None else int(v)
+    raise sl.AlgorithmError(f"slice: {what} must be an int or None, got {v!r}")
+
+
+def slice_(x, *args, axis=None, start=None, stop=None, step=None):
+    """Slicing as a function; ``x[key]`` is the same op (no copy). Three forms:
+
+    - ``F.slice(x, key)``: numpy basic indexing, ``F.slice(x, (slice(1, 3), 0))`` is ``x[1:3, 0]``;
+    - ``F.slice(x, axis, start, stop[, step])`` or ``F.slice(x, axis=1, start=2, stop=5)``:
+      one axis, the other dims whole (``x[:, 2:5]``);
+    - ``F.slice(x, starts, stops[, steps])``: one entry per dim (``x[s0:e0, s1:e1]``).
+    """
+    x = as_tensor(x, "slice")
+    if len(args) == 1 and axis is None and start is None and stop is None and step is None:
+        return getitem(x, args[0])
+    if args and isinstance(args[0], (tuple, list)):
+        if len(args) not in (2, 3) or axis is not None or start is not None or \
+                stop is not None or step is not None:
+            raise sl.AlgorithmError("slice(x, starts, stops[, steps]): give one sequence each "
+                                    "for the starts, stops and (optionally) steps")
+        starts, stops = list(args[0]), list(args[1])
+        steps = list(args[2]) if len(args) == 3 else [None] * len(starts)
+        if not len(starts) == len(stops) == len(steps) or len(starts) > x.ndim:
+            raise sl.AlgorithmError(f"slice: starts {tuple(starts)}, stops {tuple(stops)} and "
+                                    f"steps {tuple(steps)} need one entry per dim (at most "
+                                    f"{x.ndim} for shape {x.shape})")
+        return getitem(x, tuple(builtins.slice(_int_or_none(a, "a start"),
+                                               _int_or_none(b, "a stop"),
+                                               _int_or_none(c, "a step"))
+                                for a, b, c in zip(starts, stops, steps)))
+    if len(args) > 4:
+        raise sl.AlgorithmError(f"slice(x, axis, start, stop, step): too many arguments "
+                                f"{args!r}")
+    given = list(args) + [None] * (4 - len(args))
+    for n, (name, kw) in enumerate((("axis", axis), ("start", start), ("stop", stop),
+                                    ("step", step))):
+        if kw is not None:
+            if n < len(args):
+                raise sl.AlgorithmError(f"slice: {name} given twice (positionally and as "
+                                        f"{name}=)")
+            given[n] = kw
+    ax, a, b, c = given
+    if ax is None:
+        raise sl.AlgorithmError("slice: give an index key (F.slice(x, key)), an axis with "
+                                "start / stop / step, or sequences of starts and stops")
+    ax = normalize_axis(ax, x.ndim, "slice")
+    key = [builtins.slice(None)] * x.ndim
+    key[ax] = builtins.slice(_int_or_none(a, "start"), _int_or_none(b, "stop"),
+                             _int_or_none(c, "step"))
+    return getitem(x, tuple(key))
+
+
 # ---------------------------------------------------------------------- concat
 
-def concat(tensors, axis=0):
-    """Join tensors along ``axis`` (no copy: a select on the index), promoting dtypes.
-    Example: ``F.concat([a, b], axis=1)``."""
-    from .elementwise import as_tensor
-    tensors = [as_tensor(t) for t in tensors]
+def _is_axis(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def concat(tensors, *more, axis=None):
+    """Join tensors along ``axis`` (default 0; no copy: a select on the index), promoting
+    dtypes. Example: ``F.concat([a, b], axis=1)``. The method's form works as a function
+    too: ``F.concat(a, [b, c], 1)`` / ``a.concat(b, axis=1)`` join ``a, b, c``."""
+    more = list(more)
+    if more and _is_axis(more[-1]):             # the axis given positionally
+        if axis is not None:
+            raise sl.AlgorithmError(f"concat: axis given twice ({more[-1]} and axis={axis})")
+        axis = more.pop()
+    axis = 0 if axis is None else axis
+    if isinstance(tensors, Tensor):
+        items = [tensors]
+        for m in more:
+            items.extend(m if isinstance(m, (list, tuple)) else [m])
+        tensors = items
+    elif more:
+        raise sl.AlgorithmError("concat: pass the tensors as one list, e.g. "
+                                "F.concat([a, b], axis=0)")
+    tensors = [as_tensor(t, "concat") for t in tensors]
     if not tensors:
         raise sl.AlgorithmError("concat: needs at least one tensor")
     first = tensors[0]

@@ -21,6 +21,8 @@ import numpy as np
 
 import schedlang as sl
 from schedlang.algo import types as T
+from schedlang.autotune.integration import choose_schedule, tuning_state
+from schedlang.targets.kernel import default_threads
 
 _names = itertools.count()
 
@@ -78,7 +80,9 @@ class Tensor:
     __array_ufunc__ = None   # numpy arrays on the left of an operator defer to Tensor
 
     def __init__(self, data):
-        arr = np.ascontiguousarray(np.asarray(data))
+        arr = np.asarray(data)
+        if arr.ndim:         # (np.ascontiguousarray would make a 0-d array 1-d)
+            arr = np.ascontiguousarray(arr)
         dtype = T.from_numpy(arr.dtype)
         name = fresh_name("_c")
         stored = arr.reshape(arr.shape or (1,))
@@ -124,7 +128,10 @@ class Tensor:
             if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
                 raise sl.AlgorithmError(f"Tensor.input({name!r}): shape must be a tuple of ints "
                                         f">= 0, got {shape!r}")
-        dtype = T.as_dtype(dtype)
+        try:
+            dtype = T.as_dtype(dtype)
+        except sl.AlgorithmError as e:
+            raise sl.AlgorithmError(f"Tensor.input({name!r}): {e}") from None
         inp = sl.Input(name, dtype, shape or (1,))
         fn = (lambda idx: inp[0]) if not shape else (lambda idx: inp[tuple(idx)])
         t = cls.make("input", (name,), (), shape, dtype, fn)
@@ -196,21 +203,17 @@ class Tensor:
     def numpy(self):
         """Compute the Tensor and return a numpy array (eager path).
 
-        Builds the output Func and default schedule, compiles them (a kernel is reused for
-        any later graph of the same structure, shapes and dtypes) and runs it with the
-        bound arrays. Example: ``(Tensor(a) @ Tensor(b)).softmax(-1).numpy()``.
+        Builds the output Func, picks its schedule as ``sl.compile(tensor)`` without one
+        does (a tuned schedule from the tuning database, else with ``BEAM=N`` one tuned now,
+        else the frontend's default schedule), compiles and runs it with the bound arrays.
+        The kernel is reused for any later graph of the same structure, shapes and dtypes
+        run on as many threads, as long as that choice cannot have changed: after a tuning
+        run (``sl.autotune``, another process, a new ``BEAM``) the next call asks the
+        database again. Example: ``(Tensor(a) @ Tensor(b)).softmax(-1).numpy()``.
         """
         key, leaves = graph_key(self)
-        entry = KERNEL_CACHE.get(key)
-        if entry is None:
-            out, sched = self.__schedlang_pipeline__()
-            kern = sl.compile(out, sched)
-            entry = (kern, [leaf.input_node.name for leaf in leaves])
-            KERNEL_CACHE[key] = entry
-            CACHE_STATS["compiles"] += 1
-        else:
-            CACHE_STATS["hits"] += 1
-        kern, names = entry
+        entry = self._eager_kernel((key, default_threads()), leaves)
+        kern, names = entry.kernel, entry.names
         wanted = {i.name for i in kern.inputs}
         args = {}
         for name, leaf in zip(names, leaves):
@@ -224,12 +227,36 @@ class Tensor:
         result = kern(**args)
         return np.asarray(result).reshape(self.shape)
 
+    def _eager_kernel(self, cache_key, leaves):
+        """The cached kernel entry of this graph, compiled (or re-chosen) when needed."""
+        state = tuning_state()
+        entry = KERNEL_CACHE.get(cache_key)
+        if entry is not None and entry.state == state:
+            CACHE_STATS["hits"] += 1
+            return entry
+        out, default = self.__schedlang_pipeline__()
+        schedule, origin = choose_schedule([out], "llvm", default)
+        if entry is not None and entry.origin == origin:
+            # the tuning database changed, but not for this graph: the kernel is still right
+            entry.state = state
+            CACHE_STATS["hits"] += 1
+            return entry
+        kern = sl.compile(out, schedule if schedule is not None else default)
+        entry = CachedKernel(kern, [leaf.input_node.name for leaf in leaves], origin, state)
+        KERNEL_CACHE[cache_key] = entry
+        CACHE_STATS["compiles"] += 1
+        return entry
+
     def __array__(self, dtype=None, copy=None):
         out = self.numpy()
         return out if dtype is None else out.astype(dtype)
 
     def item(self):
         """The single value of a one-element Tensor as a Python number."""
+        if self.size != 1:
+            raise sl.AlgorithmError(f"item(): the Tensor has {self.size} elements (shape "
+                                    f"{self.shape}); only a one-element Tensor has one value; "
+                                    "use .numpy() for the array")
         return self.numpy().item()
 
 
@@ -237,6 +264,17 @@ class Tensor:
 
 KERNEL_CACHE: dict = {}
 CACHE_STATS = {"compiles": 0, "hits": 0}
+
+
+class CachedKernel:
+    """An eager kernel cache entry: the ``kernel``, the kernel argument ``names`` of the
+    graph's leaves in ``graph_key`` order, the ``origin`` of its schedule and the
+    ``tuning_state()`` under which that schedule was chosen (see ``Tensor.numpy``)."""
+
+    __slots__ = ("kernel", "names", "origin", "state")
+
+    def __init__(self, kernel, names, origin, state):
+        self.kernel, self.names, self.origin, self.state = kernel, names, origin, state
 
 
 def cache_info() -> dict:
@@ -302,23 +340,42 @@ def default_schedule(t: Tensor, out):
         if n.root or n.func.definitions[0].reductions:
             stored[id(n.func)] = n.func
     present = {id(f) for f in s.funcs}
-    fast = {id(n.func): n.op for n in topo_order(t) if n.op in ("matmul", "conv2d")
+    fast = {id(n.func): n.op for n in topo_order(t) if n.op in FAST_SCHEDULES
             and n.func is not None}
+    done = set()               # Funcs a fast schedule has already taken care of
     for f in stored.values():
-        if id(f) not in present:
+        if id(f) not in present or id(f) in done:
             continue
         if id(f) in fast:
-            from .matmul_schedule import conv_schedule, gemm_schedule
-            schedule_fn = gemm_schedule if fast[id(f)] == "matmul" else conv_schedule
             trial = sl.Schedule.from_json(s.to_json(), out)
             try:
-                if schedule_fn(trial, f, f is out):
-                    s = trial
-                    continue
+                scheduled = FAST_SCHEDULES[fast[id(f)]]()(trial, f, f is out)
             except sl.SchedlangError:
-                pass          # not the plain 2-D form: the generic schedule below
+                scheduled = False     # not the form it expects: the generic schedule below
+            if scheduled:
+                s = trial
+                done.update(id(g) for g in scheduled)
+                continue
         loop_schedule(s, f)
     return s
+
+
+def _fast(name):
+    """The fast schedule function ``name`` of frontend/matmul_schedule.py, as
+    ``fn(schedule, func, is_output)`` returning the Funcs it scheduled (or False)."""
+    def get():
+        from . import matmul_schedule as M
+        fn = getattr(M, name)
+        if name == "conv_nhwc_schedule":
+            return lambda s, f, is_output: fn(s, f)
+        if name == "gemm_schedule":
+            return lambda s, f, is_output: [f] if fn(s, f, is_output) else False
+        return fn
+    return get
+
+
+FAST_SCHEDULES = {"matmul": _fast("gemm_schedule"), "conv2d": _fast("conv_schedule"),
+                  "conv2d_nhwc": _fast("conv_nhwc_schedule")}
 
 
 def loop_schedule(s, f):

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 DEFAULT_COMPARE = ["numpy", "torch", "halide"]
+COMPARE_SYSTEMS = ("numpy", "torch", "halide")
 CSV_COLUMNS = ("workload", "shape", "system", "threads", "median_s", "min_s", "rate", "unit")
 THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
               "SCHEDLANG_NUM_THREADS", "HL_NUM_THREADS")
@@ -92,19 +93,20 @@ def make_workload(workload, size_text, stride=1, kernel=3, dtype="float32"):
     return WORKLOADS[workload](size)
 
 
-def _beam_schedule(w, outs, target, beam):
-    """The workload's schedule from the tuning database (a BEAM=``beam`` search or wider),
-    tuning it first when there is none."""
+def _beam_schedule(w, outs, target, beam, threads):
+    """The workload's schedule for kernels on ``threads`` threads from the tuning database
+    (a BEAM=``beam`` search or wider), tuning it first when there is none."""
     from schedlang.autotune.database import TuningDatabase
     from schedlang.autotune.integration import budget_from_env
     from schedlang.autotune.keys import workload_key
     from schedlang.autotune.search import tune
-    key = workload_key([outs], target)
+    key = workload_key([outs], target, threads=threads)
     found = TuningDatabase().load_schedule(key, [outs], min_beam=beam)
     if found is None:
-        print(f"tuning {w.name} {w.shape_text} (beam {beam}) for the schedlang-beam row",
-              file=sys.stderr, flush=True)
-        found = tune(outs, target=target, beam=beam, budget_s=budget_from_env()).schedule
+        print(f"tuning {w.name} {w.shape_text} (beam {beam}, {threads} threads) for the "
+              "schedlang-beam row", file=sys.stderr, flush=True)
+        found = tune(outs, target=target, beam=beam, budget_s=budget_from_env(),
+                     threads=threads).schedule
     return found
 
 
@@ -114,7 +116,7 @@ def _beam_row_kernel(w, values, threads, target, beam):
 
     import schedlang as sl
     outs, _ = w.algorithm()
-    kern = sl.compile(outs, _beam_schedule(w, outs, target, beam), target=target)
+    kern = sl.compile(outs, _beam_schedule(w, outs, target, beam, threads), target=target)
     kern.num_threads = threads
     err = float(np.max(np.abs(kern(**values).astype(np.float64) - w.numpy(**values))))
     if not err <= w.tolerance():
@@ -252,10 +254,23 @@ def _plot(rows, path):
         ax.bar([x + n * width for x in range(len(labels))], vals, width, label=sysname)
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))])
     ax.set_xticklabels([f"{a}\n{b}\n{c} thr" for a, b, c in labels], fontsize=8)
-    ax.set_ylabel("rate (GFLOP/s, Gpix/s or GB/s)")
+    ax.set_ylabel("rate (GFLOP/s or GB/s)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)
+
+
+def _thread_counts(text):
+    """``--threads``: ``N`` or a list ``1,2``; default (None): all cores."""
+    if not text:
+        return [os.cpu_count() or 1]
+    try:
+        counts = [int(t) for t in str(text).split(",") if t.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise SystemExit(f"--threads {text}: expected a thread count >= 1 or a list like 1,2")
+    return counts
 
 
 def cmd_bench(args):
@@ -268,13 +283,18 @@ def cmd_bench(args):
     if args.beam < 0:
         raise SystemExit(f"--beam {args.beam}: the beam width must be >= 1 (0: no beam row)")
     if args.beam:
-        # tune once here, on every core, before the measuring children start; each child
-        # then finds the schedule in the tuning database
+        # tune here, once per thread count (the tuning database keys schedules by it),
+        # before the measuring children start; each child then finds its schedule there
         for n in names:
             for size in args.size or list(WORKLOADS[n].default_sizes):
                 w = make_workload(n, size, args.stride, args.kernel)
-                _beam_schedule(w, w.algorithm()[0], args.target, args.beam)
-    threads = [int(t) for t in str(args.threads).split(",")] if args.threads else [os.cpu_count()]
+                for t in _thread_counts(args.threads):
+                    _beam_schedule(w, w.algorithm()[0], args.target, args.beam, t)
+    unknown = [c for c in args.compare if c not in COMPARE_SYSTEMS]
+    if unknown:
+        raise SystemExit(f"--compare {','.join(unknown)}: unknown system; choose from "
+                         f"{', '.join(COMPARE_SYSTEMS)}")
+    threads = _thread_counts(args.threads)
     _note_missing_halide(args.compare)
     rows = []
     for n in names:
@@ -293,16 +313,45 @@ def cmd_bench(args):
         _plot(rows, args.plot)
 
 
+def algorithm_text(outs) -> str:
+    """The algorithm of ``outs`` as readable text: its Inputs, then each Func's definitions
+    (producers first, update stages after their pure definition)."""
+    import schedlang as sl
+    from schedlang.algo.printer import expr_to_str
+    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    plain = sl.Schedule(*outs)          # no directives: just the algorithm's Funcs
+    lines = []
+    for inp in plain.inputs:
+        dims = ", ".join(expr_to_str(d) for d in inp.shape) + ("," if len(inp.shape) == 1 else "")
+        lines.append(f"{inp.name} = Input({inp.dtype.name}, ({dims}))")
+    for f in reversed(plain.funcs):
+        for d in f.definitions:
+            lhs = f"{f.name}[{', '.join(expr_to_str(a) for a in d.args)}]"
+            where = f"  where {expr_to_str(d.predicate)}" if d.predicate is not None else ""
+            lines.append(f"{lhs} = {expr_to_str(d.value)}{where}")
+    return "\n".join(lines) + "\n"
+
+
 def cmd_show(args):
     import schedlang as sl
     WORKLOADS, parse_size = _workloads()
     if args.workload not in WORKLOADS:
         raise SystemExit(f"unknown workload {args.workload!r}; choose from {', '.join(WORKLOADS)}")
-    w = make_workload(args.workload, args.size or WORKLOADS[args.workload].default_sizes[0])
+    w = make_workload(args.workload, args.size or WORKLOADS[args.workload].default_sizes[0],
+                      args.stride, args.kernel)
     outs, s = w.algorithm()
     if args.schedule:
-        with open(args.schedule) as fh:
-            s = sl.Schedule.from_json(fh.read(), outs)
+        try:
+            with open(args.schedule) as fh:
+                text = fh.read()
+        except OSError as e:
+            raise SystemExit(f"--schedule {args.schedule}: cannot read it ({e.strerror})") from None
+        try:
+            s = sl.Schedule.from_json(text, outs)
+        except (sl.SchedlangError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"--schedule {args.schedule}: not a schedule of {w.name} "
+                             f"{w.shape_text} saved with Schedule.to_json() ({e})") from None
+    print(f"# algorithm ({w.name} {w.shape_text})\n" + algorithm_text(outs))
     print("# schedule\n" + str(s))
     kern = sl.compile(outs, s, target=args.target)
     print("# loop IR\n" + kern.loop_ir)
@@ -316,13 +365,18 @@ def cmd_tune(args):
         raise SystemExit(f"unknown workload {args.workload!r}; choose from {', '.join(WORKLOADS)}")
     if args.beam < 1 or not args.budget_s > 0:
         raise SystemExit("--beam must be >= 1 and --budget-s > 0")
+    if args.threads is not None and args.threads < 1:
+        raise SystemExit(f"--threads {args.threads}: the thread count must be >= 1 (default: "
+                         "all cores)")
     w = make_workload(args.workload, args.size or WORKLOADS[args.workload].default_sizes[0],
                       args.stride, args.kernel)
     outs, _ = w.algorithm()
+    from schedlang.autotune.keys import check_threads
+    threads = check_threads(args.threads)       # the database keys the result by it
     print(f"tuning {w.name} {w.shape_text}: beam {args.beam}, budget {args.budget_s:g} s, "
-          f"strategy {args.strategy}", file=sys.stderr, flush=True)
+          f"strategy {args.strategy}, {threads} threads", file=sys.stderr, flush=True)
     result = tune(outs, target=args.target, beam=args.beam, budget_s=args.budget_s,
-                  strategy=args.strategy, threads=args.threads, summary=False)
+                  strategy=args.strategy, threads=threads, summary=False)
     r = result.report
     print(f"# {w.name} {w.shape_text}: best {r.best_s * 1e3:.3f} ms "
           f"({_rate(w, r.best_s):.2f} {w.unit}), default schedule {r.default_s * 1e3:.3f} ms; "
@@ -366,6 +420,8 @@ def main(argv=None):
     sh.add_argument("--schedule")
     sh.add_argument("--target", default="llvm")
     sh.add_argument("--size")
+    sh.add_argument("--stride", type=int, default=1, choices=(1, 2), help="conv stride")
+    sh.add_argument("--kernel", type=int, default=3, choices=(1, 3), help="conv kernel size")
     tu = sub.add_parser("tune", help="search a workload's schedule; store it in the tuning "
                                      "database")
     tu.add_argument("workload")
@@ -379,12 +435,16 @@ def main(argv=None):
     tu.add_argument("--stride", type=int, default=1, choices=(1, 2), help="conv stride")
     tu.add_argument("--kernel", type=int, default=3, choices=(1, 3), help="conv kernel size")
     args = p.parse_args(argv)
-    if args.cmd == "bench":
-        cmd_bench(args)
-    elif args.cmd == "tune":
-        cmd_tune(args)
-    else:
-        cmd_show(args)
+    from schedlang.errors import SchedlangError
+    try:
+        if args.cmd == "bench":
+            cmd_bench(args)
+        elif args.cmd == "tune":
+            cmd_tune(args)
+        else:
+            cmd_show(args)
+    except SchedlangError as e:     # a user mistake (a bad target, schedule, ...): no traceback
+        raise SystemExit(f"schedlang {args.cmd}: {type(e).__name__}: {e}") from None
     return 0
 
 

@@ -38,9 +38,10 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
     if schedule is None:
         # a tuned schedule from the tuning database, or (BEAM=N, when compiling) a new
         # search; imported here because the autotuner itself builds on this module
-        from .autotune.integration import tuned_schedule
-        schedule = tuned_schedule(outputs, target, default, allow_tuning=tune) or default \
-            or Schedule(*outputs)
+        from .autotune.integration import choose_schedule
+        schedule = choose_schedule(outputs, target, default, allow_tuning=tune)[0]
+        if schedule is None:
+            schedule = default if default is not None else Schedule(*outputs)
     if not isinstance(schedule, Schedule):
         raise CompileError(f"sl.compile: schedule must be an sl.Schedule, got {schedule!r}")
     if len(schedule.outputs) != len(outputs) or any(a is not b for a, b in
@@ -78,8 +79,9 @@ def _check_cpu_directives(schedule):
 
 def lower(outputs, schedule=None, target="llvm"):
     """The loop IR of ``outputs`` under ``schedule`` (printable), without compiling it."""
-    outputs, schedule = _outputs_and_schedule(outputs, schedule, target)
+    # the target first: a bad one must not cost a tuning-database lookup
     base = _check_target(target)
+    outputs, schedule = _outputs_and_schedule(outputs, schedule, target)
     if base == "llvm":
         _check_cpu_directives(schedule)
     stmt, _ = lower_pipeline(schedule, target)
@@ -112,11 +114,25 @@ def kernel_args(stmt, schedule):
     return args
 
 
+class BoundKernel(Kernel):
+    """A Kernel with some arguments bound in advance: the data of a lowerable object's
+    constants (``__schedlang_arguments__``, e.g. a frontend ``Tensor(array)``). Arguments
+    given at call time take precedence."""
+
+    bound: dict = {}
+
+    def _bind(self, kwargs):
+        return super()._bind({**self.bound, **kwargs})
+
+
 def compile(outputs, schedule=None, target="llvm"):  # noqa: A001 - SPEC name
     """Compile ``outputs`` (a Func, several, or a frontend Tensor) under ``schedule`` for
     ``target`` and return a callable Kernel. Example: ``sl.compile(C, s)(A=a, B=b)``."""
-    outputs, schedule = _outputs_and_schedule(outputs, schedule, target, tune=True)
+    bound_args = getattr(outputs, "__schedlang_arguments__", None)
+    bound = dict(bound_args()) if bound_args is not None else {}
+    # the target first: a bad one must not start a BEAM search
     base = _check_target(target)
+    outputs, schedule = _outputs_and_schedule(outputs, schedule, target, tune=True)
     _check_cpu_directives(schedule)
     stmt, ctx = lower_pipeline(schedule, target)
     args = kernel_args(stmt, schedule)
@@ -130,4 +146,10 @@ def compile(outputs, schedule=None, target="llvm"):  # noqa: A001 - SPEC name
                   f"{' (from cache)' if module.from_cache else ''}", file=sys.stderr)
     else:  # pragma: no cover - _check_target rejects the others
         raise ScheduleError(f"target {target!r}")
+    inputs = {i.name for i in schedule.inputs}
+    bound = {k: v for k, v in bound.items() if k in inputs}
+    if bound:
+        kern = BoundKernel(outputs, schedule, stmt, ctx, module, args, target)
+        kern.bound = bound
+        return kern
     return Kernel(outputs, schedule, stmt, ctx, module, args, target)

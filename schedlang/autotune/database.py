@@ -45,6 +45,11 @@ CREATE INDEX IF NOT EXISTS measurements_by_machine ON measurements (machine, fea
 """
 
 
+# Transactions this process committed to any tuning database; part of ``state()``, so a
+# write is seen even when it leaves the files' size and modification time as they were.
+_WRITES = 0
+
+
 class TuningDatabaseError(SchedlangError):
     """The tuning database cannot be opened or written (a path that is not writable)."""
 
@@ -53,6 +58,24 @@ def default_path():
     """Where the tuning database lives: ``cache_root()/tuning.sqlite3``.
     Example: ``default_path()``."""
     return os.path.join(cache_root(), DB_FILE)
+
+
+def state(path=None):
+    """A cheap fingerprint of the tuning database at ``path`` (default ``default_path()``):
+    equal fingerprints mean no transaction was committed in between, so a schedule chosen
+    from the database then is still the one it would give now. It is the size and
+    modification time of the database file and of its write-ahead log (another process's
+    commit changes one of them) and this process's count of commits. Costs two ``stat``
+    calls, no SQLite. Example: ``before = state(); ...; state() != before``."""
+    path = os.fspath(path) if path is not None else default_path()
+    stamp = [path, _WRITES]
+    for name in (path, path + "-wal"):
+        try:
+            st = os.stat(name)
+            stamp.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            stamp.append(None)
+    return tuple(stamp)
 
 
 class Measurement:
@@ -131,10 +154,12 @@ class TuningDatabase:
         conn = self._connect(create=True)
 
         def txn():
+            global _WRITES
             conn.execute("BEGIN IMMEDIATE")
             try:
                 out = fn(conn)
                 conn.execute("COMMIT")
+                _WRITES += 1
                 return out
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -184,9 +209,10 @@ class TuningDatabase:
             return None
         return schedule_from_row(row, key, outputs, self.path)
 
-    def store_best(self, key, schedule, time_s, beam, strategy="beam", threads=None):
-        """Record ``schedule`` as the best for ``key`` unless a stored one is both faster and
-        from a wider search. Returns True when it was stored."""
+    def store_best(self, key, schedule, time_s, beam, strategy="beam"):
+        """Record ``schedule`` as the best for ``key`` (whose thread count it was tuned for)
+        unless a stored one is both faster and from a wider search. Returns True when it
+        was stored. Example: ``db.store_best(workload_key(C, threads=1), s, 1e-3, beam=4)``."""
         text = schedule.to_json()
 
         def fn(conn):
@@ -197,7 +223,8 @@ class TuningDatabase:
             conn.execute("INSERT OR REPLACE INTO best VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                          "?, ?)", (key.digest, key.algo_hash, key.sizes, key.dtypes, key.target,
                                    key.machine, ACTION_VERSION, json.dumps(key.names), text,
-                                   float(time_s), int(beam), strategy, threads, time.time()))
+                                   float(time_s), int(beam), strategy, key.threads,
+                                   time.time()))
             return True
         return self._write(fn)
 

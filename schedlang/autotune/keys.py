@@ -1,5 +1,6 @@
 """What identifies a tuning problem: the algorithm's structural hash, its concrete sizes and
-dtypes, the target, the machine, and the version of the action set.
+dtypes, the target, the machine, the number of threads the kernel runs on, and the version
+of the action set.
 
 Func, Input and RDom names do not enter the hash: the tensor frontend invents them
 (``matmul7``), so two builds of the same graph must share a database entry. Instead every
@@ -7,7 +8,7 @@ such name gets a canonical position (``algorithm_hash``), and a stored schedule 
 onto the current pipeline's names when it is loaded (``rename_schedule_json``).
 Example::
 
-    key = workload_key([C], "llvm")
+    key = workload_key([C], "llvm", threads=2)
     key.digest          # the database key (hex)
     key.names           # C's pipeline names in canonical order: Funcs, Inputs, RDoms
 """
@@ -16,12 +17,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import numbers
 import platform
 
 from ..algo import expr as E
 from ..algo.func import Func, definition_exprs
-from ..errors import AlgorithmError
+from ..errors import AlgorithmError, ScheduleError
 from ..schedule.schedule import Schedule
+from ..targets.kernel import default_threads
 
 # Bumped whenever the search's actions or templates change in a way that makes schedules
 # stored by an older version not comparable (a key must include anything that changes the
@@ -32,15 +35,21 @@ ACTION_VERSION = 1
 class WorkloadKey:
     """The identity of one tuning problem (see the module docstring)."""
 
-    def __init__(self, algo_hash, sizes, dtypes, target, machine, names):
+    def __init__(self, algo_hash, sizes, dtypes, target, machine, names, threads):
         self.algo_hash, self.sizes, self.dtypes = algo_hash, sizes, dtypes
         self.target, self.machine, self.names = target, machine, list(names)
-        text = json.dumps([algo_hash, sizes, dtypes, target, machine, ACTION_VERSION])
+        # the best schedule for one thread (no parallel loop, bigger tiles) is not the best
+        # for sixteen, so a schedule tuned for one thread count is never served for another
+        self.threads = int(threads)
+        text = json.dumps([algo_hash, sizes, dtypes, target, machine, self.threads,
+                           ACTION_VERSION])
         self.digest = hashlib.sha256(text.encode()).hexdigest()
 
     def describe(self):
-        """A short human-readable description: ``A:float32[64x64] B:... -> C on llvm``."""
-        return f"{self.sizes} {self.dtypes} on {self.target}"
+        """A short human-readable description:
+        ``I0[64x64] I1[64x64] float32 float32 -> float32 on llvm, 2 threads``."""
+        plural = "s" if self.threads != 1 else ""
+        return f"{self.sizes} {self.dtypes} on {self.target}, {self.threads} thread{plural}"
 
     def __repr__(self):
         return f"<WorkloadKey {self.digest[:12]} {self.describe()}>"
@@ -176,9 +185,25 @@ def host_features():
     return _resolve_target("llvm")[1]
 
 
-def workload_key(outputs, target="llvm", sizes=None):
+def check_threads(threads, where="autotune"):
+    """``threads`` as an int >= 1, or ``default_threads()`` (``SCHEDLANG_NUM_THREADS`` or
+    every core) when it is None; anything else raises ScheduleError naming ``where``.
+    Example: ``check_threads(None) == default_threads()``."""
+    if threads is None:
+        return default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
+        raise ScheduleError(f"{where}(threads={threads!r}): the thread count must be an int >= 1 "
+                            "(the threads each kernel runs on), or None for "
+                            "SCHEDLANG_NUM_THREADS / every core")
+    return int(threads)
+
+
+def workload_key(outputs, target="llvm", sizes=None, threads=None):
     """The WorkloadKey of ``outputs`` (a Func or a list) compiled for ``target`` with the
-    Input shapes made concrete by ``sizes``. Example: ``workload_key(C, "llvm").digest``."""
+    Input shapes made concrete by ``sizes``, for kernels run on ``threads`` threads
+    (default: ``SCHEDLANG_NUM_THREADS`` or every core, as a compiled kernel runs).
+    Example: ``workload_key(C, "llvm", threads=1).digest``."""
+    threads = check_threads(threads, "workload_key")
     digest, names = algorithm_hash(outputs)
     shapes = concrete_sizes(outputs, sizes)
     _, s = _pipeline(outputs)
@@ -186,7 +211,7 @@ def workload_key(outputs, target="llvm", sizes=None):
                          zip([f"I{k}" for k in range(len(shapes))], shapes.values()))
     dtype_text = " ".join(i.dtype.name for i in s.inputs) + " -> " + " ".join(
         o.dtype.name for o in s.outputs)
-    return WorkloadKey(digest, size_text, dtype_text, target, machine_id(target), names)
+    return WorkloadKey(digest, size_text, dtype_text, target, machine_id(target), names, threads)
 
 
 def rename_schedule_json(text, old_names, new_names):
@@ -217,5 +242,5 @@ def rename_schedule_json(text, old_names, new_names):
     return json.dumps(data)
 
 
-__all__ = ["ACTION_VERSION", "WorkloadKey", "algorithm_hash", "workload_key",
+__all__ = ["ACTION_VERSION", "WorkloadKey", "algorithm_hash", "workload_key", "check_threads",
            "concrete_sizes", "machine_id", "rename_schedule_json"]

@@ -1,6 +1,7 @@
 """Progress of a tuning run: a tqdm bar when tqdm is installed and stderr is a terminal,
-else one plain line per beam round on a terminal, and nothing when stderr is not a
-terminal; the final summary (with the best schedule as Python) is always printed.
+else one plain line per beam round on a terminal, then a final summary (with the best
+schedule as Python). Nothing at all when stderr is not a terminal (SPEC §4): a library
+call in a script whose output goes to a file or a pipe must not write to it.
 Example::
 
     p = Progress("C", budget_s=60, enabled=None)     # None: decide from the terminal
@@ -18,8 +19,9 @@ def _ms(seconds):
 
 class Progress:
     """Reports a tuning run of the pipeline named ``name`` on stderr (see module docstring).
-    ``enabled``: True / False force the per-round report on or off; None shows it only when
-    stderr is a terminal. ``summary_enabled`` False silences the final summary too."""
+    ``enabled``: True / False force the report (per-round lines and the final summary) on
+    or off; None shows it only when stderr is a terminal. ``summary_enabled`` False
+    silences the final summary even then."""
 
     def __init__(self, name, budget_s, enabled=None, summary_enabled=True, stream=None):
         self.name, self.budget_s = name, budget_s
@@ -60,7 +62,7 @@ class Progress:
     def summary(self, report, schedule):
         """The final summary: best time, counts, where it was stored, the schedule as Python."""
         self.close()
-        if not self.summary_enabled:
+        if not (self.enabled and self.summary_enabled):
             return
         r = report
         speed = f", {r.default_s / r.best_s:.1f}x the default schedule" if r.best_s else ""

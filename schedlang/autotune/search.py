@@ -8,7 +8,7 @@ correct schedules, and each round proposes their children one action away
 features but only the ones the cost model ranks best are compiled and timed. The search
 stops when the budget is spent, or when two rounds in a row gain less than 1%. The
 finalists are timed again, the best is stored in the tuning database with every
-measurement, and a summary is printed.
+measurement, and (on a terminal) a summary is printed.
 Example::
 
     s = sl.autotune(C, beam=4, budget_s=30)
@@ -16,6 +16,8 @@ Example::
 """
 from __future__ import annotations
 
+import math
+import numbers
 import random
 import time
 import warnings
@@ -23,11 +25,10 @@ import warnings
 from ..algo.func import Func
 from ..errors import CompileError, ScheduleError, SchedlangError
 from ..schedule.schedule import Schedule
-from ..targets.kernel import default_threads
 from .cost_model import CostModel, train_from_measurements
 from .database import Measurement, TuningDatabase, TuningDatabaseError
 from .features import FEATURE_VERSION
-from .keys import concrete_sizes, workload_key
+from .keys import check_threads, concrete_sizes, workload_key
 from .measure import Bench, CompilePool
 from .progress import Progress
 from .space import children, realize
@@ -105,17 +106,21 @@ def pipeline_outputs(f):
 
 
 def _check_options(target, beam, budget_s, strategy):
+    """Raise a SchedlangError naming the argument and what to pass for a bad option."""
     if not isinstance(target, str) or target.split(":", 1)[0] != "llvm":
         raise CompileError(f"autotune(target={target!r}): tuning runs every candidate on this "
                            "machine's CPU, so the target must be 'llvm' or 'llvm:<cpu>'")
-    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
-        raise ScheduleError(f"autotune(beam={beam!r}): the beam width must be an int >= 1")
-    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s > 0:
-        raise ScheduleError(f"autotune(budget_s={budget_s!r}): the budget must be a number of "
-                            "seconds > 0")
-    if strategy not in STRATEGIES:
-        raise ScheduleError(f"autotune(strategy={strategy!r}): use 'beam' (measure every "
-                            "candidate) or 'model' (measure those the cost model ranks best)")
+    if isinstance(beam, bool) or not isinstance(beam, numbers.Integral) or beam < 1:
+        raise ScheduleError(f"autotune(beam={beam!r}): the beam width must be an int >= 1 (how "
+                            "many of the fastest schedules each round keeps); pass e.g. beam=4")
+    if isinstance(budget_s, bool) or not isinstance(budget_s, numbers.Real) or \
+            not 0 < budget_s < math.inf:
+        raise ScheduleError(f"autotune(budget_s={budget_s!r}): the budget must be a finite "
+                            "number of seconds > 0; pass e.g. budget_s=60")
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
+        raise ScheduleError(f"autotune(strategy={strategy!r}): the strategy must be 'beam' "
+                            "(measure every candidate) or 'model' (measure those the cost model "
+                            "ranks best)")
 
 
 class _Search:
@@ -208,7 +213,9 @@ class _Search:
             self._train()
             scores = self.model.predict([results[k].features for k in ok]) if ok else []
             ranked = [ok[k] for k in sorted(range(len(ok)), key=lambda k: scores[k])]
-            chosen = ok[:keep_first]
+            # the items to time in any case, those of them that lowered (the first
+            # keep_first of ok are not those when one of them failed to lower)
+            chosen = [k for k in ok if k < keep_first]
             chosen += [k for k in ranked if k not in chosen][:n_measure]
             compiled = self.pool.compile_lowered([results[k] for k in chosen], self.deadline)
             for k, r in zip(chosen, compiled):
@@ -354,23 +361,27 @@ def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None
          rng_seed=0):
     """Tune the pipeline ``f`` and return a TuningResult (the best ``schedule`` and the
     ``report``); ``autotune`` is the same but returns the Schedule only. ``threads``: the
-    threads each candidate runs on (default: every core); ``sizes``: values of symbolic
+    threads each candidate runs on (default: ``SCHEDLANG_NUM_THREADS`` or every core), part
+    of the database key, so ``sl.compile`` uses the result only for kernels that run on as
+    many threads; ``sizes``: values of symbolic
     sizes; ``seeds``: extra Schedules to start from; ``jobs``: compile processes;
     ``database``: path of the tuning database; ``progress``: None (on a terminal only),
-    True or False; ``store``: write the result to the database.
+    True or False, for the per-round report and the final summary; ``summary``: False
+    leaves the summary out; ``store``: write the result to the database.
     Example: ``tune(C, budget_s=10).report.measured``."""
     _check_options(target, beam, budget_s, strategy)
+    threads = check_threads(threads)
+    beam, budget_s = int(beam), float(budget_s)
     outputs, extra = pipeline_outputs(f)
     for s in seeds:
         if not isinstance(s, Schedule) or [o.name for o in s.outputs] != [o.name for o in outputs]:
             raise ScheduleError(f"autotune(seeds=...): {s!r} is not a Schedule of "
                                 f"{', '.join(o.name for o in outputs)}")
     shapes = concrete_sizes(outputs, sizes)
-    key = workload_key(outputs, target, sizes)
+    key = workload_key(outputs, target, sizes, threads)
     db = TuningDatabase(database)
-    threads = threads or default_threads()
     name = ", ".join(o.name for o in outputs)
-    prog = Progress(name, budget_s, progress, summary_enabled=summary and progress is not False)
+    prog = Progress(name, budget_s, progress, summary_enabled=summary)
     start_items = [(nm, s) for nm, s in seed_schedules(outputs, threads)]
     if extra is not None:
         start_items.insert(0, ("frontend default", extra))
@@ -391,8 +402,7 @@ def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None
     if store:
         try:
             db.add_measurements(key, search.records)
-            report.stored = db.store_best(key, best.schedule, best.time_s, beam, strategy,
-                                          threads)
+            report.stored = db.store_best(key, best.schedule, best.time_s, beam, strategy)
         except TuningDatabaseError as e:
             warnings.warn(f"schedlang: the tuning result of {name} was not stored ({e})",
                           stacklevel=2)

@@ -1,8 +1,14 @@
-"""Pass: keep accumulators in registers across the innermost serial loops. When a loop
+"""Pass: keep accumulators in registers across serial reduction loops. When a loop
 reads and writes a buffer only at addresses that do not change inside it (a reduction
 into C[i, j] over k), the values are loaded once into small local buffers before the
 loop, updated there, and stored back after it; LLVM turns those into registers. LLVM's
 own promotion does this only when it can prove enough about the whole nest.
+
+The outermost loop that qualifies is chosen, so a multi-dimensional reduction (a conv's
+channels x 3 x 3) keeps its accumulators in registers across the whole nest rather than
+reloading them every few iterations. A loop qualifies only when everything inside it is
+straight-line code and serial loops of constant, positive extent: a guarded access must not
+be loaded or stored unconditionally around the loop.
 Example: ``for k: C[i] = C[i] + A[k]`` becomes
 ``t = C[i]; for k: t = t + A[k]; C[i] = t``.
 """
@@ -41,27 +47,45 @@ def _disjoint(a, b):
     return d is not None and (d >= lb or -d >= la)
 
 
+def _straight_nest(body):
+    """True when ``body`` holds only straight-line statements and serial loops that run a
+    constant, positive number of times (so every access in it runs whenever it is entered)."""
+    ok = [True]
+
+    def check(s):
+        if isinstance(s, (ir.Allocate, ir.Assert, ir.IfThenElse, ir.TensorOp)):
+            ok[0] = False
+        elif isinstance(s, ir.For):
+            ext = simplify(s.extent)
+            if s.kind != "serial" or not (isinstance(ext, E.Const) and ext.value > 0):
+                ok[0] = False
+    ir.walk_stmt(body, check)
+    return ok[0]
+
+
 class _Promoter:
     def __init__(self):
         self.count = 0
+        self.temps = set()        # the local buffers this pass made; never promoted again
 
     def stmt(self, s):
         def fn(n):
-            if isinstance(n, ir.For):
-                body = ir.map_stmt(n.body, fn)
-                loop = n.replace(body=body)
-                return self.promote(loop) if n.kind == "serial" else loop
-            return None
+            if not isinstance(n, ir.For):
+                return None
+            if n.kind == "serial":
+                done = self.promote(n)
+                if done is not None:
+                    wrap, loop = done
+                    return wrap(loop.replace(body=ir.map_stmt(loop.body, fn)))
+            return n.replace(body=ir.map_stmt(n.body, fn))
         return ir.map_stmt(s, fn)
 
     def promote(self, loop):
-        inner = []
-        ir.walk_stmt(loop.body, lambda s: inner.append(s) if isinstance(
-            s, (ir.For, ir.Allocate, ir.Assert, ir.IfThenElse, ir.TensorOp)) else None)
-        if inner:
-            # only innermost, straight-line loops: a guarded access must not be loaded or
-            # stored unconditionally around the loop
-            return loop
+        """(wrap, rewritten loop) when some buffer's accesses in ``loop`` can live in
+        registers for the whole loop, else None. ``wrap(loop)`` adds the loads before, the
+        stores after and the local allocations."""
+        if not _straight_nest(loop.body):
+            return None
         accesses = {}             # buffer -> {key: (full index, dtype, stored?)}
 
         def note(buf, idx, dtype, store):
@@ -94,7 +118,7 @@ class _Promoter:
         collect(loop.body, {})
         chosen = {}
         for buf, slots in accesses.items():
-            if not any(st for _, _, st in slots.values()):
+            if buf in self.temps or not any(st for _, _, st in slots.values()):
                 continue
             spans = []
             ok = True
@@ -112,12 +136,13 @@ class _Promoter:
             if ok:
                 chosen[buf] = slots
         if not chosen:
-            return loop
+            return None
         temps = {}
         for buf, slots in chosen.items():
             for k, (idx, dt, _) in slots.items():
                 self.count += 1
                 temps[(buf, k)] = (f"{buf}.acc{self.count}", idx, dt, idx.dtype.lanes)
+                self.temps.add(f"{buf}.acc{self.count}")
 
         def rewrite(s, env):
             def load_fn(n):
@@ -145,16 +170,20 @@ class _Promoter:
                                   rewrite(s.body, {**env, s.var: full(s.value, env)}))
             if isinstance(s, ir.Evaluate):
                 return ir.Evaluate(ex(s.value))
+            if isinstance(s, ir.For):
+                return s.replace(min=ex(s.min), extent=ex(s.extent), body=rewrite(s.body, env))
             raise AssertionError(f"internal error: unexpected {type(s).__name__} in a loop body")
-        body = rewrite(loop.body, {})
         pre, post = [], []
         for (buf, _), (name, idx, dt, lanes) in temps.items():
             pre.append(ir.Store(name, ir.Load(buf, idx, dt), _lanes_index(lanes)))
             post.append(ir.Store(buf, ir.Load(name, _lanes_index(lanes), dt), idx))
-        out = ir.make_block(pre + [loop.replace(body=body)] + post)
-        for (name, _, dt, lanes) in temps.values():
-            out = ir.Allocate(name, dt, [E.Const(lanes, T.int64)], "local", out)
-        return out
+
+        def wrap(new_loop):
+            out = ir.make_block(pre + [new_loop] + post)
+            for (name, _, dt, lanes) in temps.values():
+                out = ir.Allocate(name, dt, [E.Const(lanes, T.int64)], "local", out)
+            return out
+        return wrap, loop.replace(body=rewrite(loop.body, {}))
 
 
 def promote_accumulators(stmt, ctx):

@@ -303,9 +303,13 @@ def _trivial(v):
             and isinstance(v.b, E.Const))
 
 
+_ONCE_KINDS = ("serial", "unrolled", "vectorized")
+
+
 def simplify_stmt(s):
     """Simplify every expression of a statement; substitute Lets of constants and plain
-    variables, drop loops of extent 0 and ifs with a constant condition."""
+    variables, drop loops of extent 0, turn serial loops of extent 1 into Lets, and drop ifs
+    with a constant condition."""
     simp = Simplifier()
     env = {}
     bound = {}     # structural key of a Let's value -> the enclosing Let holding it
@@ -368,6 +372,10 @@ def simplify_stmt(s):
             ext = ex(n.extent)
             if const_value(ext) == 0:
                 return None
+            if const_value(ext) == 1 and n.kind in _ONCE_KINDS:
+                # a loop that runs once is a binding: later passes then see addresses that
+                # do not change in the loops around it (e.g. accumulators stay in registers)
+                return go_bind(ir.LetStmt(n.var, ex(n.min), n.body))
             shadow = env.pop(n.var, None)
             body = go(n.body)
             if shadow is not None:

@@ -33,6 +33,7 @@ from . import llvm_runtime as RT
 from .llvm_arith import ArithmeticCodegen
 from .llvm_jit import (_LLVM_LOCK, LLVMKernelModule, _init_llvm, _jit, _resolve_target,
                        _target_machine, float32_to_bfloat16_bits, pack_args)
+from .llvm_memory import MemoryCodegen
 from .llvm_types import (F16, F32, F64, I1, I8, I16, I32, I64, PTR, _const_int, _element_type,
                          _mangle, mem_type, mem_type_bytes, reg_type)
 
@@ -135,7 +136,7 @@ class _FunctionState:
         self.nthreads = nthreads
 
 
-class LLVMCodegen(ArithmeticCodegen):
+class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
     """Translate one loop IR statement into an LLVM module with one exported function.
 
     ``generate(stmt)`` returns the ``ir.Module``. There is one method per node type:
@@ -372,29 +373,6 @@ class LLVMCodegen(ArithmeticCodegen):
         if e.dtype.lanes != 1:
             raise AssertionError(f"internal error: a branch condition must be scalar: {e}")
         return self.expr(e)
-
-    def stmt_Store(self, s):
-        ptr, _ = self._buffer(s.buffer)
-        dt = s.value.dtype
-        value = self._to_memory(self.expr(s.value), dt)
-        elem = mem_type(dt)
-        align = mem_type_bytes(dt)
-        lanes = s.index.dtype.lanes
-        if lanes == 1:
-            self._alias(self.b.store(value, self._element_ptr(ptr, self._index(s.index), elem),
-                                     align=align), s.buffer)
-            return
-        base = self._dense_ramp_base(s.index)
-        if base is not None:
-            self._alias(self.b.store(value, self._element_ptr(ptr, base, elem), align=align),
-                        s.buffer)
-            return
-        # A scatter: lane by lane, in lane order (the last lane wins on a repeated index).
-        index = self._index(s.index)
-        for lane in range(lanes):
-            p = self._element_ptr(ptr, self.b.extract_element(index, I32(lane)), elem)
-            self._alias(self.b.store(self.b.extract_element(value, I32(lane)), p, align=align),
-                        s.buffer)
 
     def stmt_Allocate(self, s):
         dt = s.dtype.element()
@@ -658,114 +636,6 @@ class LLVMCodegen(ArithmeticCodegen):
         for lane in range(1, n):
             acc = self._minmax(op, acc, b.extract_element(value, I32(lane)), dt)
         return acc
-
-    # ------------------------------------------------------------------ memory
-
-    def expr_Load(self, e):
-        ptr, _ = self._buffer(e.buffer)
-        dt = e.dtype
-        elem = mem_type(dt)
-        align = mem_type_bytes(dt)
-        lanes = e.index.dtype.lanes
-        if lanes == 1:
-            v = self.b.load(self._element_ptr(ptr, self._index(e.index), elem), typ=elem,
-                            align=align)
-            return self._from_memory(self._alias(v, e.buffer), dt)
-        base = self._dense_ramp_base(e.index)
-        if base is not None:
-            v = self.b.load(self._element_ptr(ptr, base, elem), typ=ir.VectorType(elem, lanes),
-                            align=align)
-            return self._from_memory(self._alias(v, e.buffer), dt)
-        # A gather: lane by lane (the backend may still combine them).
-        index = self._index(e.index)
-        v = ir.Constant(ir.VectorType(elem, lanes), ir.Undefined)
-        for lane in range(lanes):
-            p = self._element_ptr(ptr, self.b.extract_element(index, I32(lane)), elem)
-            v = self.b.insert_element(v, self._alias(self.b.load(p, typ=elem, align=align),
-                                                     e.buffer), I32(lane))
-        return self._from_memory(v, dt)
-
-    def _alias(self, instr, buffer):
-        """Tag a load / store with its buffer's alias scope: distinct buffers never alias
-        (the caller checks that outputs do not overlap inputs), which lets LLVM keep
-        accumulators in registers across loops that also read other buffers."""
-        scopes = self.__dict__.setdefault("_scopes", {})
-        if "__domain__" not in scopes:
-            scopes["__domain__"] = self.module.add_metadata(
-                [ir.MetaDataString(self.module, "schedlang.buffers")])
-        if buffer not in scopes:
-            scopes[buffer] = self.module.add_metadata(
-                [ir.MetaDataString(self.module, f"schedlang.buffer.{buffer}"),
-                 scopes["__domain__"]])
-        names = self.__dict__.setdefault("_alias_names", [])
-        if not names:
-            names.extend(sorted(self._all_buffers))
-        own = scopes[buffer]
-        others = []
-        for n in names:
-            if n != buffer:
-                if n not in scopes:
-                    scopes[n] = self.module.add_metadata(
-                        [ir.MetaDataString(self.module, f"schedlang.buffer.{n}"),
-                         scopes["__domain__"]])
-                others.append(scopes[n])
-        instr.set_metadata("alias.scope", self.module.add_metadata([own]))
-        if others:
-            instr.set_metadata("noalias", self.module.add_metadata(others))
-        return instr
-
-    def _element_ptr(self, base_ptr, index, elem):
-        return self.b.gep(base_ptr, [index], inbounds=True, source_etype=elem)
-
-    def _index(self, e):
-        """An index expression as i64 (scalar or vector)."""
-        return self._as_i64(self.expr(e), e.dtype)
-
-    def _as_i64(self, value, dt: DType):
-        ty = value.type
-        target = ir.VectorType(I64, ty.count) if isinstance(ty, ir.VectorType) else I64
-        width = (ty.element if isinstance(ty, ir.VectorType) else ty).width
-        if width == 64:
-            return value
-        if dt.is_signed:
-            return self.b.sext(value, target)
-        return self.b.zext(value, target)
-
-    def _from_memory(self, value, dt):
-        if dt.is_bool:
-            return self.b.icmp_unsigned("!=", value, self._const_like(value.type, 0))
-        return value
-
-    def _to_memory(self, value, dt):
-        if dt.is_bool:
-            ty = ir.VectorType(I8, dt.lanes) if dt.lanes > 1 else I8
-            return self.b.zext(value, ty)
-        return value
-
-    def _is_dense_ramp(self, e) -> bool:
-        """True when ``e`` is a vector of consecutive integers (a stride-1 ramp)."""
-        if isinstance(e, L.Ramp):
-            return _const_int(e.stride) == 1 and not e.dtype.is_float
-        if isinstance(e, E.Var):
-            return bool(self.dense_lets.get(e.name))
-        if isinstance(e, E.BinOp) and e.op == "add":
-            return ((self._is_dense_ramp(e.a) and isinstance(e.b, L.Broadcast))
-                    or (self._is_dense_ramp(e.b) and isinstance(e.a, L.Broadcast)))
-        return False
-
-    def _dense_ramp_base(self, e):
-        """The first lane (i64) of a stride-1 ramp index, else None (a gather/scatter)."""
-        if not self._is_dense_ramp(e):
-            return None
-        if isinstance(e, L.Ramp):
-            return self._index(e.base)
-        if isinstance(e, E.Var):
-            # A let-bound ramp: its first lane, taken from the value already computed.
-            return self._as_i64(self.b.extract_element(self.expr(e), I32(0)),
-                                e.dtype.element())
-        ramp, offset = (e.a, e.b) if self._is_dense_ramp(e.a) else (e.b, e.a)
-        return self.b.add(self._dense_ramp_base(ramp), self._index(offset.value))
-
 
 def _names_used(stmt):
     """(variable names, buffer names) a statement tree mentions, for closure capture."""

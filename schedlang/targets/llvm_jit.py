@@ -272,10 +272,12 @@ def _jit(ir_text: str, name: str, cpu: str, features: str, triple: str) -> LLVMK
 
 
 def cache_root():
-    """The schedlang cache directory: ``$SCHEDLANG_CACHE``, else ``~/.cache/schedlang``
-    (machine code under ``llvm/``, the tuning database beside it). Example: ``cache_root()``."""
-    return os.environ.get("SCHEDLANG_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "schedlang")
+    """The schedlang cache directory: ``$SCHEDLANG_CACHE``, else the user cache directory
+    (``$XDG_CACHE_HOME``, else ``~/.cache``) plus ``schedlang``; machine code under ``llvm/``,
+    the tuning database beside it. Example: ``cache_root()``."""
+    user_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                  ".cache")
+    return os.environ.get("SCHEDLANG_CACHE") or os.path.join(user_cache, "schedlang")
 
 
 def _cache_dir():

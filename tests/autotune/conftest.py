@@ -40,3 +40,20 @@ def check_matmul(kern, n=64):
     a = rng.random((n, n), dtype=np.float32)
     b = rng.random((n, n), dtype=np.float32)
     np.testing.assert_allclose(kern(A=a, B=b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+class FakeTerminal:
+    """A stderr stand-in that says it is a terminal and keeps what is written."""
+
+    def __init__(self):
+        self.text = ""
+
+    def isatty(self):
+        return True
+
+    def write(self, s):
+        self.text += s
+        return len(s)
+
+    def flush(self):
+        pass

@@ -1,6 +1,8 @@
 """``schedlang tune`` and ``schedlang bench --beam`` on small sizes."""
 import csv
 
+import pytest
+
 import schedlang as sl
 from schedlang.autotune.database import TuningDatabase
 from schedlang.autotune.keys import workload_key
@@ -20,7 +22,9 @@ def test_tune_cli_prints_the_best_schedule_and_stores_it(capsys):
         namespace[g.name] = g
     exec(body, namespace)                       # the printed schedule is runnable Python
     assert str(s) == body
-    assert TuningDatabase().best_row(workload_key(outs)) is not None
+    # stored for the thread count it was tuned for (--threads 1), and only for that one
+    assert TuningDatabase().best_row(workload_key(outs, threads=1)) is not None
+    assert TuningDatabase().best_row(workload_key(outs, threads=2)) is None
 
 
 def test_bench_beam_adds_a_schedlang_beam_row(tmp_path, monkeypatch, capsys):
@@ -31,3 +35,8 @@ def test_bench_beam_adds_a_schedlang_beam_row(tmp_path, monkeypatch, capsys):
     rows = list(csv.DictReader(open(path)))
     assert [r["system"] for r in rows] == ["schedlang", "schedlang-beam", "numpy"]
     assert "schedlang-beam" in capsys.readouterr().out
+
+
+def test_tune_cli_rejects_a_thread_count_below_one():
+    with pytest.raises(SystemExit, match="--threads 0: the thread count must be >= 1"):
+        main(["tune", "gemm", "--size", "16", "--threads", "0"])

@@ -75,6 +75,51 @@ def test_beam_env_tunes_once_then_loads_without_searching(monkeypatch):
     assert str(kern2.schedule) == str(kern.schedule)
 
 
+def test_a_schedule_is_served_only_for_the_thread_count_it_was_tuned_for(monkeypatch):
+    C = matmul(32)
+    one = sl.Schedule(C)
+    one[C].vectorize("j", 8)
+    two = sl.Schedule(C)
+    two[C].vectorize("j", 8).parallel("i")
+    db = TuningDatabase()
+    assert workload_key(C, threads=1).digest != workload_key(C, threads=2).digest
+    assert db.store_best(workload_key(C, threads=1), one, 1e-3, 2)
+    monkeypatch.setenv("SCHEDLANG_NUM_THREADS", "2")
+    assert sl.compile(matmul(32)).schedule.trace == []        # nothing tuned for 2 threads
+    assert db.store_best(workload_key(C, threads=2), two, 1e-3, 2)
+    kern = sl.compile(matmul(32))
+    assert str(kern.schedule) == str(two) and kern.num_threads == 2
+    monkeypatch.setenv("SCHEDLANG_NUM_THREADS", "1")
+    kern = sl.compile(matmul(32))
+    assert str(kern.schedule) == str(one) and kern.num_threads == 1
+    assert db.best_row(workload_key(C, threads=1))["threads"] == 1
+    assert db.best_row(workload_key(C, threads=2))["threads"] == 2
+
+
+def test_beam_tunes_again_for_another_thread_count(monkeypatch):
+    monkeypatch.setenv("BEAM", "1")
+    monkeypatch.setenv("SCHEDLANG_BEAM_BUDGET_S", "1.5")
+    monkeypatch.setenv("SCHEDLANG_NUM_THREADS", "1")
+    first = sl.compile(matmul(32))
+    assert TuningDatabase().best_row(workload_key(matmul(32), threads=1))["threads"] == 1
+    searched = []
+
+    class Searched(Exception):
+        pass
+
+    def recording_tune(*a, **k):
+        searched.append(k.get("threads"))
+        raise Searched
+    monkeypatch.setattr(search, "tune", recording_tune)
+    monkeypatch.setenv("SCHEDLANG_NUM_THREADS", "2")
+    with pytest.raises(Searched):
+        sl.compile(matmul(32))                   # the 1-thread schedule is not served
+    assert searched == [2]
+    monkeypatch.setenv("SCHEDLANG_NUM_THREADS", "1")
+    assert str(sl.compile(matmul(32)).schedule) == str(first.schedule)
+    assert searched == [2]                       # loaded for 1 thread, no search
+
+
 def test_wider_beam_retunes(monkeypatch):
     C = matmul(32)
     _store(C, sl.Schedule(C), beam=1)

@@ -10,7 +10,7 @@ from schedlang.autotune import measure, tune
 from schedlang.autotune.space import children, realize
 from schedlang.autotune.templates import seed_schedules
 
-from .conftest import blur, check_matmul, matmul
+from .conftest import FakeTerminal, blur, check_matmul, matmul
 
 
 def test_autotune_small_matmul_returns_a_correct_faster_schedule():
@@ -139,22 +139,47 @@ def test_progress_lines_and_summary(capsys):
     assert (str(s).strip() or "# (default schedule)").splitlines()[0] in err
 
 
-def test_quiet_off_a_terminal_except_the_summary(capsys):
+def test_silent_off_a_terminal(capsys):
     sl.autotune(matmul(32), beam=1, budget_s=1.5)        # pytest's stderr is not a terminal
-    err = capsys.readouterr().err
-    assert "round 0:" not in err
-    assert "[autotune] C: best" in err
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"beam": 0}, "beam width"),
-    ({"budget_s": -1}, "budget"),
-    ({"strategy": "random"}, "strategy"),
-    ({"target": "cuda"}, "llvm"),
+@pytest.mark.parametrize("kwargs, named, todo", [
+    ({"beam": 0}, "autotune(beam=0)", "pass e.g. beam=4"),
+    ({"beam": -3}, "autotune(beam=-3)", "pass e.g. beam=4"),
+    ({"beam": 2.5}, "autotune(beam=2.5)", "must be an int >= 1"),
+    ({"beam": True}, "autotune(beam=True)", "must be an int >= 1"),
+    ({"beam": "4"}, "autotune(beam='4')", "must be an int >= 1"),
+    ({"budget_s": -1}, "autotune(budget_s=-1)", "pass e.g. budget_s=60"),
+    ({"budget_s": 0}, "autotune(budget_s=0)", "pass e.g. budget_s=60"),
+    ({"budget_s": float("nan")}, "autotune(budget_s=nan)", "finite number of seconds > 0"),
+    ({"budget_s": float("inf")}, "autotune(budget_s=inf)", "finite number of seconds > 0"),
+    ({"budget_s": "60"}, "autotune(budget_s='60')", "finite number of seconds > 0"),
+    ({"strategy": "random"}, "autotune(strategy='random')", "'beam'"),
+    ({"strategy": None}, "autotune(strategy=None)", "'model'"),
+    ({"target": "cuda"}, "autotune(target='cuda')", "must be 'llvm'"),
+    ({"threads": 0}, "autotune(threads=0)", "must be an int >= 1"),
 ])
-def test_bad_options_name_the_argument(kwargs, match):
-    with pytest.raises(sl.SchedlangError, match=match):
+def test_bad_options_name_the_argument_and_say_what_to_pass(kwargs, named, todo):
+    with pytest.raises(sl.SchedlangError) as e:
         sl.autotune(matmul(16), **kwargs)
+    assert named in str(e.value) and todo in str(e.value)
+
+
+@pytest.mark.parametrize("env, value, todo", [
+    ("BEAM", "four", "set e.g. BEAM=4"),
+    ("BEAM", "-2", "set e.g. BEAM=4"),
+    ("SCHEDLANG_BEAM_BUDGET_S", "soon", "set e.g. SCHEDLANG_BEAM_BUDGET_S=30"),
+    ("SCHEDLANG_BEAM_BUDGET_S", "0", "set e.g. SCHEDLANG_BEAM_BUDGET_S=30"),
+])
+def test_bad_beam_environment_is_an_error_naming_the_variable(monkeypatch, env, value, todo):
+    # a typo in BEAM must not silently compile with the default schedule
+    monkeypatch.setenv("BEAM", "1")
+    monkeypatch.setenv(env, value)
+    with pytest.raises(sl.SchedlangError) as e:
+        sl.compile(matmul(16))
+    assert f"{env}={value!r}" in str(e.value) and todo in str(e.value)
 
 
 def test_symbolic_sizes_need_values():
@@ -169,27 +194,11 @@ def test_symbolic_sizes_need_values():
     np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 2)
 
 
-class _Terminal:
-    """A stderr stand-in that says it is a terminal."""
-
-    def __init__(self):
-        self.text = ""
-
-    def isatty(self):
-        return True
-
-    def write(self, s):
-        self.text += s
-
-    def flush(self):
-        pass
-
-
 def test_progress_on_a_terminal_without_tqdm_prints_a_line_per_round(monkeypatch):
     import sys
     from schedlang.autotune.progress import Progress
     monkeypatch.setitem(sys.modules, "tqdm", None)         # import tqdm fails
-    term = _Terminal()
+    term = FakeTerminal()
     p = Progress("C", 10, enabled=None, stream=term)
     p.round(1, tried=16, failed=2, wrong=1, best_s=0.002, default_s=0.2, left_s=5)
     assert "[autotune] C round 1: 16 tried, 2 failed, 1 wrong, best 2.000 ms (100.0x " \
@@ -216,7 +225,7 @@ def test_progress_uses_tqdm_when_installed(monkeypatch):
         def close(self):
             self.closed = True
     monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=FakeBar))
-    term = _Terminal()
+    term = FakeTerminal()
     p = Progress("C", 10, enabled=None, stream=term)
     p.round(2, tried=5, failed=0, wrong=0, best_s=0.001, default_s=0.1, left_s=3, elapsed_s=7)
     assert bars and bars[0].n == 7 and "round 2, 5 tried" in bars[0].postfix

@@ -32,7 +32,7 @@ def test_bench_writes_csv_with_spec_columns(tmp_path):
 def test_bench_blur_and_unknown_workload():
     r = _run("bench", "blur", "--size", "64x80", "--threads", "1", "--compare", "numpy")
     assert r.returncode == 0, r.stderr
-    assert "Gpix/s" in r.stdout
+    assert "GB/s" in r.stdout
     r = _run("bench", "nosuch")
     assert r.returncode != 0 and "nosuch" in (r.stderr + r.stdout)
 

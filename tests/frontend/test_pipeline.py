@@ -1,5 +1,7 @@
 """The eager path (.numpy), sl.compile(tensor) with named inputs, the kernel cache, the
 default schedule and the method / function pairing of the tensor frontend."""
+import re
+
 import numpy as np
 import pytest
 
@@ -139,6 +141,17 @@ def test_matmul_gets_the_register_tiled_schedule():
         np.testing.assert_allclose(kern(A=a, B=b), ref, rtol=1e-4, atol=1e-5)
 
 
+def _conv3x3_pad1(a, w):
+    """numpy reference: NCHW 3x3 convolution with zero padding 1."""
+    ap = np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    h, wd = a.shape[2:]
+    ref = np.zeros((a.shape[0], w.shape[0], h, wd), np.float32)
+    for ry in range(3):
+        for rx in range(3):
+            ref += np.einsum("nchw,kc->nkhw", ap[:, :, ry:ry + h, rx:rx + wd], w[:, :, ry, rx])
+    return ref
+
+
 def test_conv2d_gets_the_register_tiled_schedule():
     import schedlang as sl
     import schedlang.frontend as F
@@ -147,11 +160,29 @@ def test_conv2d_gets_the_register_tiled_schedule():
     a = rng.standard_normal((1, 4, 9, 35), dtype=np.float32)
     w = rng.standard_normal((16, 4, 3, 3), dtype=np.float32)
     x, wt = Tensor.input("x", a.shape), Tensor.input("w", w.shape)
-    kern = sl.compile(F.conv2d(x, wt, padding=1).relu())
-    assert "_cache" in kern.loop_ir and "ramp(" in kern.loop_ir
-    ap = np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    ref = np.zeros((1, 16, 9, 35), np.float32)
-    for ry in range(3):
-        for rx in range(3):
-            ref += np.einsum("nchw,kc->nkhw", ap[:, :, ry:ry + 9, rx:rx + 35], w[:, :, ry, rx])
-    np.testing.assert_allclose(kern(x=a, w=w), np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
+    ref = _conv3x3_pad1(a, w)
+    # groups 1, 16 output channels: sums with channels innermost, vectorized over channels,
+    # whether the conv is the output (computed per row of it) or feeds a relu (stored)
+    for y, expect in ((F.conv2d(x, wt, padding=1), ref),
+                      (F.conv2d(x, wt, padding=1).relu(), np.maximum(ref, 0))):
+        kern = sl.compile(y)
+        ir = kern.loop_ir
+        assert "conv2d_nhwc" in ir and "conv2d_weights" in ir and "parallel" in ir
+        assert re.search(r"conv2d_nhwc\w*\[ramp\([^\]]*, 1, 16\)\]", ir)   # channel vectors
+        np.testing.assert_allclose(kern(x=a, w=w), expect, rtol=1e-4, atol=1e-4)
+
+
+def test_grouped_conv2d_gets_the_column_tiled_schedule():
+    import schedlang as sl
+    import schedlang.frontend as F
+    from schedlang.frontend import Tensor
+    rng = np.random.default_rng(23)
+    a = rng.standard_normal((1, 8, 6, 33), dtype=np.float32)
+    w = rng.standard_normal((16, 4, 3, 3), dtype=np.float32)
+    x, wt = Tensor.input("x", a.shape), Tensor.input("w", w.shape)
+    kern = sl.compile(F.conv2d(x, wt, padding=1, groups=2))
+    assert "_cache" in kern.loop_ir and "conv2d_nhwc" not in kern.loop_ir
+    # groups=2: output channels 8g..8g+7 read input channels 4g..4g+3
+    ref = np.concatenate([_conv3x3_pad1(a[:, 4 * g:4 * g + 4], w[8 * g:8 * g + 8])
+                          for g in range(2)], axis=1)
+    np.testing.assert_allclose(kern(x=a, w=w), ref, rtol=1e-4, atol=1e-4)

@@ -135,3 +135,55 @@ def test_guarded_accumulators_are_not_promoted():
     assert "f.acc" not in kern.loop_ir
     a = np.random.default_rng(6).random((7, 5), dtype=np.float32)
     np.testing.assert_allclose(kern(A=a), a.sum(1), rtol=1e-5)
+
+
+def _loop_depth_of(loop_ir, needle):
+    """Indentation (loop depth) of the first line of ``loop_ir`` containing ``needle``."""
+    line = next(ln for ln in loop_ir.splitlines() if needle in ln)
+    return (len(line) - len(line.lstrip())) // 2
+
+
+def test_accumulators_stay_in_registers_across_a_whole_reduction_nest():
+    # a 3-deep reduction (channels x 3 x 3, as in a conv): the accumulators are loaded
+    # before the outermost reduction loop and stored after it, not reloaded every 3 steps
+    X = sl.Input("X", sl.float32, (8, 10, 34))
+    Wt = sl.Input("W", sl.float32, (4, 8, 3, 3))
+    k, y, x = sl.vars("k y x")
+    r = sl.RDom(8, 3, 3, name="r")
+    out = sl.Func("out", shape=(4, 8, 32))
+    out[k, y, x] = sl.sum(X[r.x, y + r.y, x + r.z] * Wt[k, r.x, r.y, r.z])
+    s = sl.Schedule(out)
+    acc = s[out].cache_write("local")
+    s[out].reorder(y, k, x).parallel(y).vectorize(x, 16)
+    s[acc].compute_at(out, y)
+    s[acc].reorder(y, "r.x", "r.y", "r.z", k, x).vectorize(x, 16).unroll(k).unroll("x.o")
+    kern = sl.compile(out, s)
+    ir_text = kern.loop_ir
+    # the accumulators are allocated around the outermost reduction loop, not inside it
+    assert _loop_depth_of(ir_text, "allocate out_cache.acc") == \
+        _loop_depth_of(ir_text, "for out_cache.s0.r.x ")
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((8, 10, 34), dtype=np.float32)
+    w = rng.standard_normal((4, 8, 3, 3), dtype=np.float32)
+    ref = np.zeros((4, 8, 32), np.float32)
+    for ry in range(3):
+        for rx in range(3):
+            ref += np.einsum("cyx,kc->kyx", a[:, ry:ry + 8, rx:rx + 32], w[:, :, ry, rx])
+    np.testing.assert_allclose(kern(X=a, W=w), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_loop_that_runs_once_becomes_a_binding():
+    A = sl.Input("A", sl.float32, (6, 16))
+    y, x = sl.vars("y x")
+    g = sl.Func("g")
+    g[y, x] = A[y, x] * 2
+    f = sl.Func("f", shape=(6, 16))
+    f[y, x] = g[y, x] + 1
+    s = sl.Schedule(f)
+    s[g].compute_at(f, y)        # g's y loop inside f's y has exactly one iteration
+    kern = sl.compile(f, s)
+    assert "for g.s0.y " not in kern.loop_ir
+    # g's y is f's y: the store into g's one-row buffer no longer has a y term
+    assert "g[g.s0.x] = A[f.s0.y * 16 + g.s0.x]" in kern.loop_ir
+    a = np.random.default_rng(9).random((6, 16), dtype=np.float32)
+    np.testing.assert_allclose(kern(A=a), a * 2 + 1)

@@ -5,6 +5,7 @@ import re
 import numpy as np
 import pytest
 
+import schedlang as sl
 from schedlang.algo import expr as E
 from schedlang.algo import types as T
 from schedlang.errors import CompileError
@@ -813,3 +814,43 @@ def test_pack_args_scalar_convention():
         pack_args([scalar("u", T.uint8)], dict(u=300))
     with pytest.raises(ArgumentError):
         pack_args([scalar("u", T.uint8)], {})
+
+
+def test_clamped_vector_loads_are_one_load_inside_the_bounds():
+    # a boundary condition clamps the index; inside the image the clamp is a no-op, so the
+    # code takes one vector load there and goes lane by lane only at the edges
+    A = sl.Input("A", sl.float32, (40,))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(48,))
+    f[x] = sl.constant_exterior(A, -1.0)[x - 3]
+    s = sl.Schedule(f)
+    s[f].vectorize(x, 16)
+    kern = sl.compile(f, s)
+    assert "load <16 x float>" in kern.source
+    a = np.arange(40, dtype=np.float32)
+    ref = np.concatenate([np.full(3, -1.0, np.float32), a, np.full(5, -1.0, np.float32)])
+    np.testing.assert_array_equal(kern(A=a), ref)
+
+
+@pytest.mark.parametrize("stride", [-1, 3])
+def test_constant_stride_vector_loads_and_stores(stride):
+    n = 64
+    A = sl.Input("A", sl.float32, (3 * n,))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(n,))
+    f[x] = A[n - 1 - x] if stride == -1 else A[3 * x + 1]
+    s = sl.Schedule(f)
+    s[f].vectorize(x, 16)
+    kern = sl.compile(f, s)
+    a = np.random.default_rng(3).random(3 * n, dtype=np.float32)
+    ref = a[n - 1::-1] if stride == -1 else a[1::3][:n]
+    np.testing.assert_array_equal(kern(A=a), ref)
+    # a transposed copy stores with a constant stride
+    B = sl.Input("B", sl.float32, (16, 16))
+    i, j = sl.vars("i j")
+    t = sl.Func("t", shape=(16, 16))
+    t[i, j] = B[j, i]
+    st = sl.Schedule(t)
+    st[t].reorder(j, i).vectorize(i)
+    b = np.random.default_rng(4).random((16, 16), dtype=np.float32)
+    np.testing.assert_array_equal(sl.compile(t, st)(B=b), b.T)

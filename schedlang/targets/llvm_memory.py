@@ -1,0 +1,237 @@
+"""Memory access of the LLVM code generator, as a mixin of ``LLVMCodegen``.
+
+``MemoryCodegen`` holds ``stmt_Store`` and ``expr_Load`` and how they address memory:
+one vector access for a stride-1 ramp, a base pointer plus constant offsets for a
+constant stride, a run-time choice between one vector load and lane-by-lane loads for a
+clamped ramp (what boundary conditions make), and lane by lane otherwise. Every access
+is tagged with its buffer's alias scope. It relies on the host class for ``self.b``,
+``self.module``, ``self.expr``, ``self._buffer``, ``self._new_block``, ``self._const_like``,
+``self.dense_lets`` and ``self._all_buffers``.
+Example::
+
+    class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
+        ...
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..algo import expr as E
+from ..algo.types import DType
+from ..lower import ir as L
+from .llvm_types import I8, I32, I64, _const_int, mem_type, mem_type_bytes
+
+
+class MemoryCodegen:
+    def stmt_Store(self, s):
+        ptr, _ = self._buffer(s.buffer)
+        dt = s.value.dtype
+        value = self._to_memory(self.expr(s.value), dt)
+        elem = mem_type(dt)
+        align = mem_type_bytes(dt)
+        lanes = s.index.dtype.lanes
+        if lanes == 1:
+            self._alias(self.b.store(value, self._element_ptr(ptr, self._index(s.index), elem),
+                                     align=align), s.buffer)
+            return
+        base = self._dense_ramp_base(s.index)
+        if base is not None:
+            self._alias(self.b.store(value, self._element_ptr(ptr, base, elem), align=align),
+                        s.buffer)
+            return
+        # A scatter: lane by lane, in lane order (the last lane wins on a repeated index).
+        lane_ptrs = self._strided_lane_ptrs(ptr, s.index, elem)
+        index = None if lane_ptrs else self._index(s.index)
+        for lane in range(lanes):
+            p = lane_ptrs[lane] if lane_ptrs else self._element_ptr(
+                ptr, self.b.extract_element(index, I32(lane)), elem)
+            self._alias(self.b.store(self.b.extract_element(value, I32(lane)), p, align=align),
+                        s.buffer)
+
+    def expr_Load(self, e):
+        ptr, _ = self._buffer(e.buffer)
+        dt = e.dtype
+        elem = mem_type(dt)
+        align = mem_type_bytes(dt)
+        lanes = e.index.dtype.lanes
+        if lanes == 1:
+            v = self.b.load(self._element_ptr(ptr, self._index(e.index), elem), typ=elem,
+                            align=align)
+            return self._from_memory(self._alias(v, e.buffer), dt)
+        base = self._dense_ramp_base(e.index)
+        if base is not None:
+            v = self.b.load(self._element_ptr(ptr, base, elem), typ=ir.VectorType(elem, lanes),
+                            align=align)
+            return self._from_memory(self._alias(v, e.buffer), dt)
+        clamped = self._clamped_dense_ramp(e.index)
+        if clamped is not None:
+            return self._from_memory(self._clamped_load(ptr, e, clamped, elem, align), dt)
+        return self._from_memory(self._gather(ptr, e.index, elem, align, e.buffer), dt)
+
+    def _gather(self, ptr, index_expr, elem, align, buffer, index=None):
+        """A vector load lane by lane (the backend may still combine them). With a constant
+        stride the lane addresses are one base plus constant offsets, not vector math.
+        ``index``: the index vector when the caller has computed it already."""
+        lanes = index_expr.dtype.lanes
+        lane_ptrs = None if index is not None else self._strided_lane_ptrs(ptr, index_expr,
+                                                                            elem)
+        if index is None and not lane_ptrs:
+            index = self._index(index_expr)
+        v = ir.Constant(ir.VectorType(elem, lanes), ir.Undefined)
+        for lane in range(lanes):
+            p = lane_ptrs[lane] if lane_ptrs else self._element_ptr(
+                ptr, self.b.extract_element(index, I32(lane)), elem)
+            v = self.b.insert_element(v, self._alias(self.b.load(p, typ=elem, align=align),
+                                                     buffer), I32(lane))
+        return v
+
+    def _clamped_dense_ramp(self, e):
+        """(offset or None, ramp, lo, hi) for an index ``offset + clamp(ramp, lo, hi)`` with a
+        stride-1 ramp and scalar bounds (what boundary conditions make), else None."""
+        offset = None
+        if isinstance(e, E.BinOp) and e.op == "add":
+            if isinstance(e.a, L.Broadcast):
+                offset, e = e.a.value, e.b
+            elif isinstance(e.b, L.Broadcast):
+                offset, e = e.b.value, e.a
+        if not (isinstance(e, E.BinOp) and e.op in ("min", "max")):
+            return None
+        inner = e.a
+        if not (isinstance(inner, E.BinOp) and inner.op in ("min", "max")
+                and inner.op != e.op and isinstance(e.b, L.Broadcast)
+                and isinstance(inner.b, L.Broadcast) and isinstance(inner.a, L.Ramp)
+                and _const_int(inner.a.stride) == 1 and not inner.a.dtype.is_float):
+            return None
+        lo, hi = (inner.b.value, e.b.value) if e.op == "min" else (e.b.value, inner.b.value)
+        return offset, inner.a, lo, hi
+
+    def _clamped_load(self, ptr, e, clamped, elem, align):
+        """A load at a clamped ramp: one vector load when the whole ramp lies inside the
+        clamp bounds (the common, interior case), else lane by lane."""
+        offset, ramp, lo, hi = clamped
+        b = self.b
+        # every expression is evaluated before the branch: values cached for later reuse
+        # must dominate their uses
+        index = self._index(e.index)
+        first = self._index(ramp.base)
+        last = b.add(first, I64(ramp.lanes - 1))
+        inside = b.and_(b.icmp_signed(">=", first, self._index(lo)),
+                        b.icmp_signed("<=", last, self._index(hi)))
+        start = first if offset is None else b.add(first, self._index(offset))
+        fast_bb, slow_bb, join_bb = (self._new_block(n) for n in ("dense", "gather", "loaded"))
+        b.cbranch(inside, fast_bb, slow_bb)
+        b.position_at_end(fast_bb)
+        fast = self._alias(b.load(self._element_ptr(ptr, start, elem),
+                                  typ=ir.VectorType(elem, ramp.lanes), align=align), e.buffer)
+        fast_end = b.block
+        b.branch(join_bb)
+        b.position_at_end(slow_bb)
+        slow = self._gather(ptr, e.index, elem, align, e.buffer, index=index)
+        slow_end = b.block
+        b.branch(join_bb)
+        b.position_at_end(join_bb)
+        v = b.phi(fast.type)
+        v.add_incoming(fast, fast_end)
+        v.add_incoming(slow, slow_end)
+        return v
+
+    def _alias(self, instr, buffer):
+        """Tag a load / store with its buffer's alias scope: distinct buffers never alias
+        (the caller checks that outputs do not overlap inputs), which lets LLVM keep
+        accumulators in registers across loops that also read other buffers."""
+        scopes = self.__dict__.setdefault("_scopes", {})
+        if "__domain__" not in scopes:
+            scopes["__domain__"] = self.module.add_metadata(
+                [ir.MetaDataString(self.module, "schedlang.buffers")])
+        if buffer not in scopes:
+            scopes[buffer] = self.module.add_metadata(
+                [ir.MetaDataString(self.module, f"schedlang.buffer.{buffer}"),
+                 scopes["__domain__"]])
+        names = self.__dict__.setdefault("_alias_names", [])
+        if not names:
+            names.extend(sorted(self._all_buffers))
+        own = scopes[buffer]
+        others = []
+        for n in names:
+            if n != buffer:
+                if n not in scopes:
+                    scopes[n] = self.module.add_metadata(
+                        [ir.MetaDataString(self.module, f"schedlang.buffer.{n}"),
+                         scopes["__domain__"]])
+                others.append(scopes[n])
+        instr.set_metadata("alias.scope", self.module.add_metadata([own]))
+        if others:
+            instr.set_metadata("noalias", self.module.add_metadata(others))
+        return instr
+
+    def _element_ptr(self, base_ptr, index, elem):
+        return self.b.gep(base_ptr, [index], inbounds=True, source_etype=elem)
+
+    def _index(self, e):
+        """An index expression as i64 (scalar or vector)."""
+        return self._as_i64(self.expr(e), e.dtype)
+
+    def _as_i64(self, value, dt: DType):
+        ty = value.type
+        target = ir.VectorType(I64, ty.count) if isinstance(ty, ir.VectorType) else I64
+        width = (ty.element if isinstance(ty, ir.VectorType) else ty).width
+        if width == 64:
+            return value
+        if dt.is_signed:
+            return self.b.sext(value, target)
+        return self.b.zext(value, target)
+
+    def _from_memory(self, value, dt):
+        if dt.is_bool:
+            return self.b.icmp_unsigned("!=", value, self._const_like(value.type, 0))
+        return value
+
+    def _to_memory(self, value, dt):
+        if dt.is_bool:
+            ty = ir.VectorType(I8, dt.lanes) if dt.lanes > 1 else I8
+            return self.b.zext(value, ty)
+        return value
+
+    def _is_dense_ramp(self, e) -> bool:
+        """True when ``e`` is a vector of consecutive integers (a stride-1 ramp)."""
+        if isinstance(e, L.Ramp):
+            return _const_int(e.stride) == 1 and not e.dtype.is_float
+        if isinstance(e, E.Var):
+            return bool(self.dense_lets.get(e.name))
+        if isinstance(e, E.BinOp) and e.op == "add":
+            return ((self._is_dense_ramp(e.a) and isinstance(e.b, L.Broadcast))
+                    or (self._is_dense_ramp(e.b) and isinstance(e.a, L.Broadcast)))
+        return False
+
+    def _strided_lane_ptrs(self, ptr, e, elem):
+        """Per-lane element pointers for a ramp index with a constant stride (one scalar
+        base plus constant offsets), else None."""
+        offset = None
+        if isinstance(e, E.BinOp) and e.op == "add":
+            if isinstance(e.a, L.Ramp) and isinstance(e.b, L.Broadcast):
+                e, offset = e.a, e.b.value
+            elif isinstance(e.b, L.Ramp) and isinstance(e.a, L.Broadcast):
+                e, offset = e.b, e.a.value
+        if not isinstance(e, L.Ramp) or e.dtype.is_float:
+            return None
+        stride = _const_int(e.stride)
+        if stride is None:
+            return None
+        base = self._index(e.base)
+        if offset is not None:
+            base = self.b.add(base, self._index(offset))
+        first = self._element_ptr(ptr, base, elem)
+        return [self._element_ptr(first, I64(lane * stride), elem) for lane in range(e.lanes)]
+
+    def _dense_ramp_base(self, e):
+        """The first lane (i64) of a stride-1 ramp index, else None (a gather/scatter)."""
+        if not self._is_dense_ramp(e):
+            return None
+        if isinstance(e, L.Ramp):
+            return self._index(e.base)
+        if isinstance(e, E.Var):
+            # A let-bound ramp: its first lane, taken from the value already computed.
+            return self._as_i64(self.b.extract_element(self.expr(e), I32(0)),
+                                e.dtype.element())
+        ramp, offset = (e.a, e.b) if self._is_dense_ramp(e.a) else (e.b, e.a)
+        return self.b.add(self._dense_ramp_base(ramp), self._index(offset.value))
