@@ -342,15 +342,19 @@ class Softmax(Workload):
         out[i, j] = e[i, j] * inv[i]
         s = sl.Schedule(out)
         vw = 16 if cols >= 16 else 1
+        # 64 partial results per row (four vector accumulators, so the adds of one do not
+        # wait on the previous one) when the row is long enough
+        lanes = 64 if cols >= 256 else vw
         s[out].parallel(i).vectorize(j, vw)
         s[e].compute_at(out, i).vectorize(j, vw)
         s[inv].compute_at(out, i)
-        # both row reductions: 16 partial results per row in a vector, then combined
         for red in (row_max, den):
             s[red].compute_at(out, i)
-            s[red].split(r, vw)
+            s[red].split(r, lanes)
             part = s[red].rfactor("r.i")
-            s[part].compute_at(out, i).reorder("r.o", "r.i").vectorize("r.i")
+            s[part].compute_at(out, i).reorder("r.o", "r.i").vectorize("r.i", vw)
+            if lanes > vw:
+                s[part].unroll("r.i.o")
         return out, s
 
     def inputs(self):

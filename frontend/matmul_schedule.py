@@ -151,3 +151,47 @@ def conv_nhwc_schedule(s, acc):
     s[acc].reorder(n, y, f"{o}.tile").parallel(y)
     _schedule_nhwc_sums(s, acc, f"{o}.t")
     return [acc]
+
+
+def _funcs_read(f):
+    """The Funcs ``f``'s definition reads, split into (pure ones, reductions)."""
+    found = {}
+    E.walk_expr(f.definitions[0].value,
+                lambda n: found.setdefault(id(n.func), n.func) if isinstance(n, E.FuncRef)
+                else None)
+    funcs = [g for g in found.values() if hasattr(g, "definitions")]
+    return ([g for g in funcs if not g.definitions[0].rvars],
+            [g for g in funcs if g.definitions[0].rvars])
+
+
+def softmax_schedule(s, f, is_output):
+    """Schedule a last-axis softmax output Func ``f`` (``e / sum(e)`` with
+    ``e = exp(x - max(x))``): rows in parallel, and per row the max, the exponentials and
+    the sum computed into cache, each reduction with 64 partial results (four vector
+    accumulators). Returns the Funcs it scheduled, or False when ``f`` is not that form."""
+    d = f.definitions[0]
+    if not is_output or f.dtype != sl.float32 or f.shape is None or len(d.args) < 2:
+        return False
+    pure, reds = _funcs_read(f)
+    if len(pure) != 1 or len(reds) != 1:
+        return False
+    (e,), (den,) = pure, reds
+    e_pure, e_reds = _funcs_read(e)
+    if e_pure or len(e_reds) != 1:
+        return False
+    mx = e_reds[0]
+    cols = int(f.shape[-1].value)
+    row, col = d.args[-2].name, d.args[-1].name
+    vw = 16 if cols >= 16 else 1
+    lanes = 64 if cols >= 256 else vw
+    s[f].parallel(d.args[0].name).vectorize(col, vw)
+    s[e].compute_at(f, row).vectorize(e.definitions[0].args[-1].name, vw)
+    for red in (mx, den):
+        rv = red.definitions[0].rvars[0].name
+        s[red].compute_at(f, row)
+        s[red].split(rv, lanes, names=(f"{rv}.o", f"{rv}.i"))
+        part = s[red].rfactor(f"{rv}.i")
+        s[part].compute_at(f, row).reorder(f"{rv}.o", f"{rv}.i").vectorize(f"{rv}.i", vw)
+        if lanes > vw:
+            s[part].unroll(f"{rv}.i.o")
+    return [f, e, mx, den]

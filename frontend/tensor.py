@@ -375,7 +375,8 @@ def _fast(name):
 
 
 FAST_SCHEDULES = {"matmul": _fast("gemm_schedule"), "conv2d": _fast("conv_schedule"),
-                  "conv2d_nhwc": _fast("conv_nhwc_schedule")}
+                  "conv2d_nhwc": _fast("conv_nhwc_schedule"),
+                  "softmax": _fast("softmax_schedule")}
 
 
 def loop_schedule(s, f):

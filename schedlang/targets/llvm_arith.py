@@ -337,14 +337,19 @@ class ArithmeticCodegen:
         b, ty = self.b, x.type
         c = (lambda v: self._const_like(ty, v))
         ity = ir.VectorType(I32, ty.count)
+        fmuladd = self._intrinsic(f"llvm.fmuladd.{_mangle(ty)}", ty, [ty] * 3)
+
+        def fma(p, q, a):
+            # p*q + a, fused where the CPU has FMA: half the instructions and latency
+            return b.call(fmuladd, [p, q, a])
         xc = self._fminmax(self._fminmax(x, c(88.72283935546875), "min"), c(-103.97), "max")
-        fx = self._math1("floor", b.fadd(b.fmul(xc, c(1.44269504088896341)), c(0.5)))
-        r = b.fsub(b.fsub(xc, b.fmul(fx, c(0.693359375))), b.fmul(fx, c(-2.12194440e-4)))
+        fx = self._math1("floor", fma(xc, c(1.44269504088896341), c(0.5)))
+        r = fma(fx, c(2.12194440e-4), fma(fx, c(-0.693359375), xc))
         y = c(1.9875691500e-4)
         for k in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
                   5.0000001201e-1):
-            y = b.fadd(b.fmul(y, r), c(k))
-        y = b.fadd(b.fadd(b.fmul(b.fmul(y, r), r), r), c(1.0))
+            y = fma(y, r, c(k))
+        y = b.fadd(fma(b.fmul(y, r), r, r), c(1.0))
         n = b.fptosi(fx, ity)
         half = b.ashr(n, ir.Constant(ity, [1] * ty.count))
         rest = b.sub(n, half)
