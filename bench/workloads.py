@@ -286,9 +286,9 @@ class Conv(Workload):
         s[acc].reorder(co, xo, ci, "r.y", "r.z", xi, k).vectorize(k, 16).unroll(xi)
         if tk > 16:
             s[acc].unroll("k.o")
-        s[wt].compute_root().vectorize(k, 16)
+        s[wt].compute_root().vectorize(k, 16).parallel(c)
         if p:
-            s[src].compute_root().vectorize(xp_, 16 if w + 2 * p >= 16 else 1)
+            s[src].compute_root().vectorize(xp_, 16 if w + 2 * p >= 16 else 1).parallel(c)
         return out, s
 
     def inputs(self):

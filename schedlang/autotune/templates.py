@@ -33,6 +33,8 @@ TILES_32_REGS = [(6, 4), (4, 4), (8, 3), (12, 2), (8, 2), (4, 2)]
 TILES_16_REGS = [(6, 2), (4, 3), (3, 4), (4, 2), (12, 1), (8, 1)]
 # The packed panel of the vector operand stays within this many bytes (half an L2).
 PANEL_BYTES = 512 * 1024
+# Tiles (rows unrolled, vectors) for the chunked variant: 16 accumulators.
+CHUNK_TILES = [(8, 2), (4, 4)]
 STENCIL_TILES = [(16, 1024), (32, 256), (8, 512), (64, 128), (4, 2048)]
 
 
@@ -71,7 +73,8 @@ def _tile_roles(f, d0, ext):
             continue
         along_v = [r for r in refs if v in _vars_of(r) and u not in _vars_of(r)]
         along_u = [r for r in refs if u in _vars_of(r) and v not in _vars_of(r)]
-        if along_v and along_u and (best is None or (ext.get(u) or 0) > (ext.get(best[0]) or 0)):
+        # the longest such Var; among equals the inner one (its operand rows are contiguous)
+        if along_v and along_u and (best is None or (ext.get(u) or 0) >= (ext.get(best[0]) or 0)):
             best = (u, v, along_v[0])
     return best
 
@@ -98,9 +101,12 @@ def _parallel_first(st, loops, ext, threads):
     return None
 
 
-def register_tile(outputs, f_name, tu, vecs, pack, producers_root, threads):
+def register_tile(outputs, f_name, tu, vecs, pack, producers_root, threads, chunk=None):
     """The register-tiled schedule of reduction Func ``f_name`` (see the module docstring):
-    a ``tu x vecs`` tile of vectors. Raises ScheduleError when it does not apply.
+    a ``tu x vecs`` tile of vectors. With ``chunk``, the accumulators cover a whole row of
+    ``u`` and the outermost reduction loop runs in chunks of ``chunk`` outside the tiles,
+    so that one chunk of the ``v`` operand is reused by every tile of the row from L1 (a
+    conv's input channels). Raises ScheduleError when it does not apply.
     Example: ``register_tile([C], "C", 6, 4, True, False, 2)``."""
     s = Schedule(*outputs)
     f = s.lookup(f_name)
@@ -128,6 +134,11 @@ def register_tile(outputs, f_name, tu, vecs, pack, producers_root, threads):
         while nc * 2 <= ext_v and red_extent * nc * 2 * f.dtype.bytes <= PANEL_BYTES:
             nc *= 2
     panel = pack and nc < ext_v
+    if chunk is not None:
+        if pack or (ext.get(rvars[0]) or 0) <= chunk or (ext.get(rvars[0]) or 0) % chunk:
+            raise ScheduleError(f"register_tile on {f.name}: no reduction chunks of {chunk}")
+        return _chunked_register_tile(s, f, d0, (u, v, tu, tv, vw), rvars, chunk,
+                                      producers_root, threads)
     producers = _inline_producers(s, f)
     acc = s[f].cache_write("local", name=f"{f.name}_acc")
     st = s[f]      # cache_write gave f a new stage (the copy out of the accumulator)
@@ -155,6 +166,40 @@ def register_tile(outputs, f_name, tu, vecs, pack, producers_root, threads):
     if producers_root:
         for g in producers:
             _root_vectorized(s, g, threads)
+    for o in s.outputs:
+        if o is not f:          # e.g. the NCHW copy of an NHWC conv: parallel and vectorized
+            _flat_stage(s, o, extents_of(s), threads)
+    return s
+
+
+def _chunked_register_tile(s, f, d0, tile, rvars, chunk, producers_root, threads):
+    """``register_tile`` with ``chunk``: the accumulator Func is computed per ``v`` tile
+    over all of ``u``; inside it the loops are (reduction chunk, ``u`` tile, rest of the
+    reduction, ``u`` unrolled, ``v`` vectorized)."""
+    u, v, tu, tv, vw = tile
+    ext_u = extents_of(s)[f.name].get(u) or 0
+    tu = max(d for d in range(1, tu + 1) if ext_u % d == 0)   # whole tiles, no guards
+    producers = _inline_producers(s, f)
+    acc = s[f].cache_write("local", name=f"{f.name}_acc")
+    st = s[f]
+    st.split(v, tv, names=(f"{v}.tile", f"{v}.vec"))
+    order = [a.name for a in d0.args if a.name not in (u, v)] + [f"{v}.tile", u, f"{v}.vec"]
+    st.reorder(*order).vectorize(f"{v}.vec", vw)
+    _parallel_first(st, order, extents_of(s)[st.name], threads)
+    s[acc].compute_at(f, f"{v}.tile")
+    r0 = rvars[0]
+    s[acc].split(r0, chunk, names=(f"{r0}.chunk", f"{r0}.in"))
+    s[acc].split(u, tu, names=(f"{u}.tile", f"{u}.reg"))
+    s[acc].reorder(f"{r0}.chunk", f"{u}.tile", f"{r0}.in", *rvars[1:], f"{u}.reg", v)
+    s[acc].vectorize(v, vw).unroll(f"{u}.reg")
+    if tv > vw:
+        s[acc].unroll(f"{v}.o")
+    if producers_root:
+        for g in producers:
+            _root_vectorized(s, g, threads)
+    for o in s.outputs:
+        if o is not f:
+            _flat_stage(s, o, extents_of(s), threads)
     return s
 
 
@@ -256,21 +301,31 @@ def flat(outputs, threads):
     ext = extents_of(s)
     changed = False
     for g in s.funcs:
-        if s.func_schedule(g).compute == ("inline",):
-            continue
-        st = s[g]
-        pure = [d.name for d in st.dims if not d.is_rvar]
-        if not pure:
-            continue
-        vw = vector_width(g.dtype.bytes)
-        if st.dims[-1].name == pure[-1] and (ext[st.name].get(pure[-1]) or 0) >= vw:
-            st.vectorize(pure[-1], vw)
-            changed = True
-        if len(pure) > 1 or st.dims[-1].is_rvar:
-            changed |= _parallel_first(st, pure[:1], ext[st.name], threads) is not None
+        if s.func_schedule(g).compute != ("inline",):
+            changed |= _flat_stage(s, g, ext, threads)
     if not changed:
         raise ScheduleError("flat: nothing to parallelize or vectorize")
     return s
+
+
+def _flat_stage(s, g, ext, threads):
+    """Stored Func ``g``: parallel over its outermost pure loop of extent > 1, vectorized
+    along its innermost pure loop when that loop is innermost. True when it changed
+    anything."""
+    st = s[g]
+    pure = [d.name for d in st.dims if not d.is_rvar]
+    if not pure:
+        return False
+    changed = False
+    vw = vector_width(g.dtype.bytes)
+    if st.dims[-1].name == pure[-1] and (ext[st.name].get(pure[-1]) or 0) >= vw:
+        st.vectorize(pure[-1], vw)
+        changed = True
+    if len(pure) > 1 or st.dims[-1].is_rvar:
+        # the outermost loop long enough to share (a batch of one is skipped)
+        outer = pure[:-1] if len(pure) > 1 else pure
+        changed |= _parallel_first(st, outer, ext[st.name], threads) is not None
+    return changed
 
 
 def seed_schedules(outputs, threads):
@@ -289,7 +344,7 @@ def seed_schedules(outputs, threads):
         d0 = base.definitions(f)[0]
         if len(d0.reductions) == 1 and len(base.definitions(f)) == 1 and f.dtype.is_float and \
                 _tile_roles(f, d0, ext[f.name]) is not None and base.func_schedule(f).compute \
-                == ("root",) and any(f is o for o in base.outputs):
+                == ("root",):
             has_producers = bool(_inline_producers(base, f))
             for n, (tu, vecs) in enumerate(_register_tiles()):
                 for pack in (True, False):
@@ -299,6 +354,12 @@ def seed_schedules(outputs, threads):
                         attempt(f"register_tile({f.name}, {tu}x{vecs}, pack={pack}, "
                                 f"producers_root={prod_root})", register_tile, outputs, f.name,
                                 tu, vecs, pack, prod_root, threads)
+            # reduction chunks (a conv's input channels) for the operands that stay unpacked
+            for tu, vecs in CHUNK_TILES:
+                for chunk in (16, 32):
+                    attempt(f"register_tile({f.name}, {tu}x{vecs}, chunk={chunk})",
+                            register_tile, outputs, f.name, tu, vecs, False, True, threads,
+                            chunk)
     for o in base.outputs:
         for ty, tx in STENCIL_TILES:
             for where in ("tile", "root"):

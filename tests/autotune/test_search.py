@@ -51,6 +51,38 @@ def test_matmul_templates_are_derived_from_structure_not_names():
     assert "cache_write" in str(s) and "rhs" in str(s)   # rhs is packed, lhs is not
 
 
+def test_register_tiles_apply_to_a_stored_reduction_with_channels_innermost():
+    # a conv whose sums have output channels innermost (NHWC) and are read out as NCHW by a
+    # pure output: the register tiles vectorize the channels, the chunked variant runs the
+    # input channels in passes, and the NCHW copy is parallel and vectorized
+    rng = np.random.default_rng(31)
+    a = rng.standard_normal((1, 32, 10, 18), dtype=np.float32)
+    w = rng.standard_normal((32, 32, 3, 3), dtype=np.float32)
+    X = sl.Input("X", sl.float32, a.shape)
+    W = sl.Input("W", sl.float32, w.shape)
+    n, k, y, x, c, ry, rx = sl.vars("n k y x c ry rx")
+    wt = sl.Func("wt")
+    wt[c, ry, rx, k] = W[k, c, ry, rx]
+    r = sl.RDom(32, 3, 3, name="r")
+    sums = sl.Func("sums")
+    sums[n, y, x, k] = sl.sum(X[n, r.x, y + r.y, x + r.z] * wt[r.x, r.y, r.z, k])
+    out = sl.Func("out", shape=(1, 32, 8, 16))
+    out[n, k, y, x] = sums[n, y, x, k]
+    ref = np.zeros((1, 32, 8, 16), np.float32)
+    for dy in range(3):
+        for dx in range(3):
+            ref += np.einsum("nchw,kc->nkhw", a[:, :, dy:dy + 8, dx:dx + 16], w[:, :, dy, dx])
+    seeds = dict(seed_schedules([out], 2))
+    chunked = [name for name in seeds if name.startswith("register_tile(sums") and "chunk" in name]
+    assert chunked and any(n.startswith("register_tile(sums") and "pack" in n for n in seeds)
+    for name in chunked[:2]:
+        s = seeds[name]
+        text = str(s)
+        assert "s[sums].vectorize('k.vec', 16)" in text and "r.x.chunk" in text, text
+        assert "s[out].parallel('k')" in text and "s[out].vectorize('x', 16)" in text, text
+        np.testing.assert_allclose(sl.compile(out, s)(X=a, W=w), ref, rtol=1e-4, atol=1e-3)
+
+
 def test_children_are_named_actions_that_replay():
     C = matmul(32)
     s = sl.Schedule(C)
