@@ -333,12 +333,12 @@ class Bench:
         first = time.perf_counter() - t0
         # the default competes with the candidates, so it is timed as they are (warm-up,
         # then the median of repeats), not by its cold first run; a slow one (which will
-        # not win) by one more, warm run
+        # not win, and whose reruns would eat the search's budget) by that first run
         if first <= DEFAULT_REPEAT_MAX_S:
             self.default_s = kern.time(warmup=1, budget_s=min(0.25, max(0.02, 10 * first)),
                                        **self.inputs).median
         else:
-            self.default_s = min(first, kern.time(warmup=0, repeats=1, **self.inputs).median)
+            self.default_s = first
         self.default_schedule = default
 
     def kernel(self, schedule, result):
