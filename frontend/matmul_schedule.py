@@ -27,7 +27,8 @@ def _right_operand(f, k, j):
 
 def gemm_schedule(s, f, is_output):
     """Schedule the 2-D matmul Func ``f`` (``f[i, j] = sum(a[i, k] * b[k, j])``) in ``s``.
-    Returns False (leaving ``s`` untouched) when ``f`` does not have that form."""
+    Returns the Funcs it scheduled, or False (leaving ``s`` untouched) when ``f`` does not
+    have that form."""
     d = f.definitions[0]
     if len(d.args) != 2 or len(d.rvars) != 1 or f.dtype != sl.float32 or f.shape is None:
         return False
@@ -53,7 +54,7 @@ def gemm_schedule(s, f, is_output):
     if src is not None and getattr(src, "shape", None) is not None:
         packed = s[src].cache_read(acc, memory="global")
         s[packed].compute_at(f, jo).vectorize(s[packed].loop_names()[-1], 16)
-    return True
+    return [f]
 
 
 def conv_tiles(out_width, out_channels, in_channels, taps=9):
@@ -70,12 +71,15 @@ def conv_tiles(out_width, out_channels, in_channels, taps=9):
     return tk, tx, cc
 
 
-def _sole_func_read(f):
-    """The one Func that ``f``'s definition reads, else None."""
-    found = set()
+def _funcs_read(f):
+    """The Funcs ``f``'s definition reads, split into (pure ones, reductions)."""
+    found = {}
     E.walk_expr(f.definitions[0].value,
-                lambda n: found.add(n.func) if isinstance(n, E.FuncRef) else None)
-    return next(iter(found)) if len(found) == 1 else None
+                lambda n: found.setdefault(id(n.func), n.func) if isinstance(n, E.FuncRef)
+                else None)
+    funcs = [g for g in found.values() if hasattr(g, "definitions")]
+    return ([g for g in funcs if not g.definitions[0].rvars],
+            [g for g in funcs if g.definitions[0].rvars])
 
 
 def _schedule_nhwc_sums(s, acc, o=None):
@@ -104,9 +108,10 @@ def conv_schedule(s, f, is_output):
     if f.dtype != sl.float32 or f.shape is None or len(d.args) != 4:
         return False
     if not d.rvars:
-        acc = _sole_func_read(f)
-        if not is_output or acc is None or len(acc.definitions[0].rvars) != 3:
+        pure, reds = _funcs_read(f)
+        if not is_output or pure or len(reds) != 1 or len(reds[0].definitions[0].rvars) != 3:
             return False
+        acc = reds[0]
         n, o, y, x = (a.name for a in d.args)
         _, o_ext, _, x_ext = (int(v.value) for v in f.shape)
         tk = conv_tiles(x_ext, o_ext, 1)[0]
@@ -138,9 +143,10 @@ def conv_schedule(s, f, is_output):
     return [f]
 
 
-def conv_nhwc_schedule(s, acc):
+def conv_nhwc_schedule(s, acc, is_output):
     """Schedule the NHWC sums Func of a conv2d stored on its own (its NCHW reader was
-    fused into a consumer, e.g. a bias add or relu): rows in parallel, register tiles."""
+    fused into a consumer, e.g. a bias add or relu): rows in parallel, register tiles.
+    Returns the Funcs it scheduled, or False when ``acc`` is not that form."""
     d = acc.definitions[0]
     if acc.dtype != sl.float32 or acc.shape is None or len(d.args) != 4 or len(d.rvars) != 3:
         return False
@@ -151,17 +157,6 @@ def conv_nhwc_schedule(s, acc):
     s[acc].reorder(n, y, f"{o}.tile").parallel(y)
     _schedule_nhwc_sums(s, acc, f"{o}.t")
     return [acc]
-
-
-def _funcs_read(f):
-    """The Funcs ``f``'s definition reads, split into (pure ones, reductions)."""
-    found = {}
-    E.walk_expr(f.definitions[0].value,
-                lambda n: found.setdefault(id(n.func), n.func) if isinstance(n, E.FuncRef)
-                else None)
-    funcs = [g for g in found.values() if hasattr(g, "definitions")]
-    return ([g for g in funcs if not g.definitions[0].rvars],
-            [g for g in funcs if g.definitions[0].rvars])
 
 
 def softmax_schedule(s, f, is_output):

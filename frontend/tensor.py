@@ -347,9 +347,11 @@ def default_schedule(t: Tensor, out):
         if id(f) not in present or id(f) in done:
             continue
         if id(f) in fast:
+            from . import matmul_schedule
             trial = sl.Schedule.from_json(s.to_json(), out)
             try:
-                scheduled = FAST_SCHEDULES[fast[id(f)]]()(trial, f, f is out)
+                scheduled = getattr(matmul_schedule, FAST_SCHEDULES[fast[id(f)]])(
+                    trial, f, f is out)
             except sl.SchedlangError:
                 scheduled = False     # not the form it expects: the generic schedule below
             if scheduled:
@@ -360,23 +362,10 @@ def default_schedule(t: Tensor, out):
     return s
 
 
-def _fast(name):
-    """The fast schedule function ``name`` of frontend/matmul_schedule.py, as
-    ``fn(schedule, func, is_output)`` returning the Funcs it scheduled (or False)."""
-    def get():
-        from . import matmul_schedule as M
-        fn = getattr(M, name)
-        if name == "conv_nhwc_schedule":
-            return lambda s, f, is_output: fn(s, f)
-        if name == "gemm_schedule":
-            return lambda s, f, is_output: [f] if fn(s, f, is_output) else False
-        return fn
-    return get
-
-
-FAST_SCHEDULES = {"matmul": _fast("gemm_schedule"), "conv2d": _fast("conv_schedule"),
-                  "conv2d_nhwc": _fast("conv_nhwc_schedule"),
-                  "softmax": _fast("softmax_schedule")}
+# op of a stored Func -> its fast schedule in frontend/matmul_schedule.py, each called as
+# ``fn(schedule, func, is_output)`` and returning the Funcs it scheduled (or False)
+FAST_SCHEDULES = {"matmul": "gemm_schedule", "conv2d": "conv_schedule",
+                  "conv2d_nhwc": "conv_nhwc_schedule", "softmax": "softmax_schedule"}
 
 
 def loop_schedule(s, f):

@@ -163,13 +163,7 @@ def register_tile(outputs, f_name, tu, vecs, pack, producers_root, threads, chun
         where = f"{v}.panel" if panel else order[0]
         s[copy].compute_at(f, where)
         s[copy].vectorize(s[copy].loop_names()[-1], vw)
-    if producers_root:
-        for g in producers:
-            _root_vectorized(s, g, threads)
-    for o in s.outputs:
-        if o is not f:          # e.g. the NCHW copy of an NHWC conv: parallel and vectorized
-            _flat_stage(s, o, extents_of(s), threads)
-    return s
+    return _place_the_rest(s, f, producers, producers_root, threads)
 
 
 def _chunked_register_tile(s, f, d0, tile, rvars, chunk, producers_root, threads):
@@ -194,6 +188,13 @@ def _chunked_register_tile(s, f, d0, tile, rvars, chunk, producers_root, threads
     s[acc].vectorize(v, vw).unroll(f"{u}.reg")
     if tv > vw:
         s[acc].unroll(f"{v}.o")
+    return _place_the_rest(s, f, producers, producers_root, threads)
+
+
+def _place_the_rest(s, f, producers, producers_root, threads):
+    """After register-tiling ``f``: its inlined producers stored once (``producers_root``),
+    and outputs other than ``f`` (e.g. the NCHW copy of an NHWC conv) parallel and
+    vectorized. Returns ``s``."""
     if producers_root:
         for g in producers:
             _root_vectorized(s, g, threads)

@@ -22,6 +22,17 @@ from ..lower import ir as L
 from .llvm_types import I8, I32, I64, _const_int, mem_type, mem_type_bytes
 
 
+def _split_uniform_offset(e):
+    """``(rest, offset)`` for a vector index ``broadcast(offset) + rest`` (either order),
+    else ``(e, None)``."""
+    if isinstance(e, E.BinOp) and e.op == "add":
+        if isinstance(e.a, L.Broadcast):
+            return e.b, e.a.value
+        if isinstance(e.b, L.Broadcast):
+            return e.a, e.b.value
+    return e, None
+
+
 class MemoryCodegen:
     def stmt_Store(self, s):
         ptr, _ = self._buffer(s.buffer)
@@ -88,12 +99,7 @@ class MemoryCodegen:
     def _clamped_dense_ramp(self, e):
         """(offset or None, ramp, lo, hi) for an index ``offset + clamp(ramp, lo, hi)`` with a
         stride-1 ramp and scalar bounds (what boundary conditions make), else None."""
-        offset = None
-        if isinstance(e, E.BinOp) and e.op == "add":
-            if isinstance(e.a, L.Broadcast):
-                offset, e = e.a.value, e.b
-            elif isinstance(e.b, L.Broadcast):
-                offset, e = e.b.value, e.a
+        e, offset = _split_uniform_offset(e)
         if not (isinstance(e, E.BinOp) and e.op in ("min", "max")):
             return None
         inner = e.a
@@ -206,12 +212,7 @@ class MemoryCodegen:
     def _strided_lane_ptrs(self, ptr, e, elem):
         """Per-lane element pointers for a ramp index with a constant stride (one scalar
         base plus constant offsets), else None."""
-        offset = None
-        if isinstance(e, E.BinOp) and e.op == "add":
-            if isinstance(e.a, L.Ramp) and isinstance(e.b, L.Broadcast):
-                e, offset = e.a, e.b.value
-            elif isinstance(e.b, L.Ramp) and isinstance(e.a, L.Broadcast):
-                e, offset = e.b, e.a.value
+        e, offset = _split_uniform_offset(e)
         if not isinstance(e, L.Ramp) or e.dtype.is_float:
             return None
         stride = _const_int(e.stride)
