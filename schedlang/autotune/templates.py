@@ -10,6 +10,9 @@ that recognise the shape of a stage and write the schedule an expert would:
   ``tu x tv`` results is accumulated in vector registers (``cache_write``), ``u`` unrolled,
   ``v`` vectorized, the reduction loops outside the tile; the ``v`` operand is packed into a
   contiguous panel (``cache_read``) when it is a plain matrix read.
+- ``consumer_register_tile``: the same tile for a reduction whose only reader is an output
+  that reads it as a transpose (NHWC conv sums read out as NCHW): the reduction is computed
+  per ``v`` tile of that output, so no whole intermediate is stored and copied.
 - ``stencil_tile``: a pure output that reads pure producers at several offsets (blur):
   tiles of the output, the producers computed per tile, both vectorized.
 - ``rows``: an output whose producers share its outermost Var (softmax): everything
@@ -33,8 +36,10 @@ TILES_32_REGS = [(6, 4), (4, 4), (8, 3), (12, 2), (8, 2), (4, 2)]
 TILES_16_REGS = [(6, 2), (4, 3), (3, 4), (4, 2), (12, 1), (8, 1)]
 # The packed panel of the vector operand stays within this many bytes (half an L2).
 PANEL_BYTES = 512 * 1024
-# Tiles (rows unrolled, vectors) for the chunked variant: 16 accumulators.
+# Tiles (rows unrolled, vectors) for the chunked and per-consumer variants: 16
+# accumulators with AVX-512, 8 with 16 registers.
 CHUNK_TILES = [(8, 2), (4, 4)]
+CHUNK_TILES_16_REGS = [(4, 2), (8, 1)]
 STENCIL_TILES = [(16, 1024), (32, 256), (8, 512), (64, 128), (4, 2048)]
 
 
@@ -189,6 +194,78 @@ def _chunked_register_tile(s, f, d0, tile, rvars, chunk, producers_root, threads
     if tv > vw:
         s[acc].unroll(f"{v}.o")
     return _place_the_rest(s, f, producers, producers_root, threads)
+
+
+def _permuting_consumer(s, f):
+    """``(o, names)`` when the only reader of ``f`` is a pure output ``o`` that reads it
+    once with plain Vars (a transpose, e.g. NCHW from NHWC sums): ``names`` maps each pure
+    Var of ``f`` to the Var of ``o`` at that position. Otherwise None."""
+    readers = [(g, r) for g in s.funcs for d in s.definitions(g) for r in reads(d)
+               if r.func is f and g is not f]
+    if len(readers) != 1:
+        return None
+    o, ref = readers[0]
+    d0 = s.definitions(o)[0]
+    o_vars = [a.name for a in d0.args]
+    if not any(o is x for x in s.outputs) or len(s.definitions(o)) != 1 or d0.reductions \
+            or not _plain_matrix_read(ref) or sorted(a.name for a in ref.args) != sorted(o_vars):
+        return None
+    return o, {a.name: b.name for a, b in zip(s.definitions(f)[0].args, ref.args)}
+
+
+def consumer_register_tile(outputs, f_name, tu, vecs, chunk, producers_root, threads):
+    """The register tile of reduction ``f_name`` computed inside its pure consumer: the
+    output that reads ``f`` as a permutation (NCHW out of NHWC conv sums) is split into
+    tiles of ``v``, and ``f`` is computed per tile, so its results go from registers to
+    the output through a small, cache-resident buffer instead of a whole intermediate.
+    Inside ``f``: reduction chunks of ``chunk`` (or none), ``u`` tiles of ``tu`` (whole
+    tiles), the rest of the reduction, ``u`` unrolled, ``v`` vectorized in ``vecs``
+    vectors. Raises ScheduleError when it does not apply.
+    Example: ``consumer_register_tile([conv], "conv_nhwc", 8, 2, 32, True, 2)``."""
+    s = Schedule(*outputs)
+    f = s.lookup(f_name)
+    d0 = s.definitions(f)[0]
+    roles = _tile_roles(f, d0, extents_of(s)[f.name])
+    found = _permuting_consumer(s, f)
+    if roles is None or found is None or len(d0.reductions) != 1:
+        raise ScheduleError(f"consumer_register_tile on {f.name}: no permuting consumer")
+    u, v, _ = roles
+    o, names = found
+    ext = extents_of(s)[o.name]
+    vw = vector_width(f.dtype.bytes)
+    ov, ou = names[v], names[u]
+    ext_v, ext_u = ext.get(ov) or 0, ext.get(ou) or 0
+    tv = vw * vecs
+    if ext_v < tv or ext_v % tv or ext_u < 2:
+        raise ScheduleError(f"consumer_register_tile on {f.name}: {v} is not whole tiles")
+    rvars = [rv.name for rv in d0.rvars]
+    r0_ext = extents_of(s)[f.name].get(rvars[0]) or 0
+    if chunk is not None and (r0_ext <= chunk or r0_ext % chunk):
+        raise ScheduleError(f"consumer_register_tile on {f.name}: no chunks of {chunk}")
+    producers = _inline_producers(s, f)
+    st = s[o]
+    st.split(ov, tv, names=(f"{ov}.tile", f"{ov}.in"))
+    order = [n for n in (a.name for a in s.definitions(o)[0].args) if n not in (ov, ou)]
+    order += [f"{ov}.tile", f"{ov}.in", ou]
+    st.reorder(*order)
+    # the output's rows are short (a conv's width): the widest vector that divides them
+    width = next((w for w in (vw, vw // 2) if w and ext_u % w == 0), vw)
+    if ext_u >= width:
+        st.vectorize(ou, width)
+    _parallel_first(st, order, extents_of(s)[st.name], threads)
+    s[f].compute_at(o, f"{ov}.tile")
+    tu = max(d for d in range(1, min(tu, ext_u) + 1) if ext_u % d == 0)
+    inner = list(rvars)
+    if chunk is not None:
+        s[f].split(rvars[0], chunk, names=(f"{rvars[0]}.chunk", f"{rvars[0]}.in"))
+        inner = [f"{rvars[0]}.in"] + rvars[1:]
+    s[f].split(u, tu, names=(f"{u}.tile", f"{u}.reg"))
+    head = [f"{rvars[0]}.chunk"] if chunk is not None else []
+    s[f].reorder(*(head + [f"{u}.tile"] + inner + [f"{u}.reg", v]))
+    s[f].vectorize(v, vw).unroll(f"{u}.reg")
+    if tv > vw:
+        s[f].unroll(f"{v}.o")
+    return _place_the_rest(s, o, producers, producers_root, threads)
 
 
 def _place_the_rest(s, f, producers, producers_root, threads):
@@ -355,8 +432,17 @@ def seed_schedules(outputs, threads):
                         attempt(f"register_tile({f.name}, {tu}x{vecs}, pack={pack}, "
                                 f"producers_root={prod_root})", register_tile, outputs, f.name,
                                 tu, vecs, pack, prod_root, threads)
+            chunk_tiles = CHUNK_TILES if _register_tiles() is TILES_32_REGS \
+                else CHUNK_TILES_16_REGS
+            # computed per tile of a consumer that transposes it (an NHWC conv read as NCHW)
+            if _permuting_consumer(base, f) is not None:
+                for tu, vecs in chunk_tiles:
+                    for chunk in (32, 16, None):
+                        attempt(f"consumer_register_tile({f.name}, {tu}x{vecs}, "
+                                f"chunk={chunk})", consumer_register_tile, outputs, f.name,
+                                tu, vecs, chunk, True, threads)
             # reduction chunks (a conv's input channels) for the operands that stay unpacked
-            for tu, vecs in CHUNK_TILES:
+            for tu, vecs in chunk_tiles:
                 for chunk in (16, 32):
                     attempt(f"register_tile({f.name}, {tu}x{vecs}, chunk={chunk})",
                             register_tile, outputs, f.name, tu, vecs, False, True, threads,
@@ -384,4 +470,4 @@ def _distinct(seeds):
     return out
 
 
-__all__ = ["seed_schedules", "register_tile", "stencil_tile", "rows", "flat", "vector_width"]
+__all__ = ["seed_schedules", "register_tile", "consumer_register_tile", "stencil_tile", "rows", "flat", "vector_width"]

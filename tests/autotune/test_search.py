@@ -51,10 +51,9 @@ def test_matmul_templates_are_derived_from_structure_not_names():
     assert "cache_write" in str(s) and "rhs" in str(s)   # rhs is packed, lhs is not
 
 
-def test_register_tiles_apply_to_a_stored_reduction_with_channels_innermost():
-    # a conv whose sums have output channels innermost (NHWC) and are read out as NCHW by a
-    # pure output: the register tiles vectorize the channels, the chunked variant runs the
-    # input channels in passes, and the NCHW copy is parallel and vectorized
+def _nhwc_conv():
+    """A conv whose sums have output channels innermost (NHWC) and are read out as NCHW by
+    a pure output: ``(out, inputs, numpy result)``."""
     rng = np.random.default_rng(31)
     a = rng.standard_normal((1, 32, 10, 18), dtype=np.float32)
     w = rng.standard_normal((32, 32, 3, 3), dtype=np.float32)
@@ -72,6 +71,13 @@ def test_register_tiles_apply_to_a_stored_reduction_with_channels_innermost():
     for dy in range(3):
         for dx in range(3):
             ref += np.einsum("nchw,kc->nkhw", a[:, :, dy:dy + 8, dx:dx + 16], w[:, :, dy, dx])
+    return out, {"X": a, "W": w}, ref
+
+
+def test_register_tiles_apply_to_a_stored_reduction_with_channels_innermost():
+    # the register tiles vectorize the channels, the chunked variant runs the input
+    # channels in passes, and the NCHW copy is parallel and vectorized
+    out, inputs, ref = _nhwc_conv()
     seeds = dict(seed_schedules([out], 2))
     chunked = [name for name in seeds if name.startswith("register_tile(sums") and "chunk" in name]
     assert chunked and any(n.startswith("register_tile(sums") and "pack" in n for n in seeds)
@@ -80,7 +86,24 @@ def test_register_tiles_apply_to_a_stored_reduction_with_channels_innermost():
         text = str(s)
         assert "s[sums].vectorize('k.vec', 16)" in text and "r.x.chunk" in text, text
         assert "s[out].parallel('k')" in text and "s[out].vectorize('x', 16)" in text, text
-        np.testing.assert_allclose(sl.compile(out, s)(X=a, W=w), ref, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(sl.compile(out, s)(**inputs), ref, rtol=1e-4, atol=1e-3)
+
+
+def test_a_reduction_read_as_a_transpose_is_tiled_inside_its_reader():
+    # the NHWC sums are computed per channel tile of the NCHW output (no whole intermediate):
+    # registers hold 8 columns x 32 channels, the output copies the tile out vectorized
+    out, inputs, ref = _nhwc_conv()
+    seeds = dict(seed_schedules([out], 2))
+    inside = [n for n in seeds if n.startswith("consumer_register_tile(sums, 8x2")]
+    assert inside and not any("4x4" in n for n in seeds if n.startswith("consumer"))  # 64 > 32
+    for name in inside:
+        text = str(seeds[name])
+        assert "s[sums].compute_at(out, 'k.tile')" in text, text
+        assert "s[sums].vectorize('k', 16)" in text and "s[sums].unroll('x.reg')" in text, text
+        assert "s[out].parallel('y')" in text and "s[wt].compute_root()" in text, text
+        assert ("r.x.chunk" in text) == ("chunk=None" not in name), text
+        np.testing.assert_allclose(sl.compile(out, seeds[name])(**inputs), ref, rtol=1e-4,
+                                   atol=1e-3)
 
 
 def test_children_are_named_actions_that_replay():
