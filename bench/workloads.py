@@ -249,6 +249,8 @@ class Conv(Workload):
         W = sl.Input("W", sl.float32, (k_, c_, kk, kk))
         n, k, y, x = sl.vars("n k y x")
         c, yp, xp_, ry, rx = sl.vars("c yp xp ry rx")
+        if kk == 1 and st == 1 and (ho * wo) % 64 == 0 and k_ % 4 == 0:
+            return self._pointwise(X, W, ho * wo)
         if p:
             src = sl.Func("padded")
             src[n, c, yp, xp_] = sl.constant_exterior(X, 0.0)[n, c, yp - p, xp_ - p]
@@ -289,6 +291,31 @@ class Conv(Workload):
         s[wt].compute_root().vectorize(k, 16).parallel(c)
         if p:
             s[src].compute_root().vectorize(xp_, 16 if w + 2 * p >= 16 else 1).parallel(c)
+        return out, s
+
+    def _pointwise(self, X, W, plane):
+        """A 1x1 conv is a matrix product of the weights and the image plane: the plane is
+        one fused loop (its rows folded back into one dense index), tiles of 4 output
+        channels x 64 pixels accumulate in registers, and each block of pixels of all
+        input channels is first copied to a contiguous panel (64 rows of a 12 KB-strided
+        image would each touch another page)."""
+        n_, c_, h, w, k_ = self.size
+        n, k, y, x = sl.vars("n k y x")
+        r = sl.RDom(c_, name="r")
+        out = sl.Func("conv", shape=(n_, k_, h, w))
+        out[n, k, y, x] = sl.sum(W[k, r, 0, 0] * X[n, r, y, x])
+        block = max(b for b in range(64, 513, 64) if plane % b == 0)
+        s = sl.Schedule(out)
+        p = s[out].fuse(y, x, "p")
+        s[out].split(p, block, names=("p.block", "p.in"))
+        s[out].split("p.in", 64, names=("p.tile", "p.vec"))
+        s[out].split(k, 4, names=("k.tile", "k.reg"))
+        # the sums of a tile stay in registers over the whole reduction
+        s[out].reorder(n, "p.block", "k.tile", "p.tile", "r", "k.reg", "p.vec")
+        s[out].parallel("p.block").vectorize("p.vec", 16).unroll("k.reg")
+        s[out].unroll("p.vec.o")
+        panel = s[X].cache_read(out, memory="global", name="X_panel")
+        s[panel].compute_at(out, "p.block").vectorize(s[panel].loop_names()[-1], 16)
         return out, s
 
     def inputs(self):

@@ -16,7 +16,7 @@ from ..errors import ScheduleError
 from . import ir
 from .context import AccFunc
 from .prove import prove
-from .simplify import simplify
+from .simplify import const_value, simplify
 
 I64 = T.int64
 
@@ -130,12 +130,44 @@ class StageLoops:
                     base = E.binary("max", base, 0)
                 return simplify(m + base + i)
             return simplify(m + o * f + i)
+        _, fused, m, ei, eo = d
+        known_ei = const_value(self._known(ei))
+        if known_ei is not None and self._fused_in_range(fused):
+            # plain div / mod by the constant: interval arithmetic gives bounds inference
+            # the exact range, and ``y * W + x`` folds back into the fused variable
+            p = self.ref(fused)
+            return simplify(m + (p // known_ei if d[0] == "fuse_outer" else p % known_ei))
         if d[0] == "fuse_outer":
-            _, fused, mo, ei, eo = d
-            # the clamp is the identity; it tells bounds inference the range
-            return simplify(E.clamp(mo + self.ref(fused) // ei, mo, mo + eo - 1))
-        _, fused, mi, ei, _ = d
-        return simplify(E.clamp(mi + self.ref(fused) % ei, mi, mi + ei - 1))
+            value, hi = m + self.ref(fused) // ei, m + eo - 1
+        else:
+            value, hi = m + self.ref(fused) % ei, m + ei - 1
+        # the clamp is the identity on every iteration that runs; it tells bounds
+        # inference the range where interval arithmetic cannot (symbolic sizes, tails)
+        return simplify(E.clamp(value, m, hi))
+
+    def _fused_in_range(self, fused):
+        """True when fused variable ``fused`` has a constant extent and every split of it
+        (and of its parts) keeps its values inside its range (exact or shifted tails)."""
+        parts = self.fused_parts(fused)
+        d = self.defs[parts[0]] if parts else None
+        if d is None or const_value(self._known(d[4])) is None:
+            return False
+        todo = [fused]
+        while todo:
+            name = todo.pop()
+            sd = self.defs.get(name)
+            if sd is not None and sd[0] == "split":
+                if sd[4] not in ("exact", "shift"):
+                    return False
+                todo += [sd[1], sd[2]]
+            elif sd is not None and sd[0] in ("fuse_outer", "fuse_inner"):
+                return False      # fused again: keep it simple, keep the clamp
+        return True
+
+    def fused_parts(self, fused):
+        """The two variables fused into ``fused``."""
+        return [n for n, d in self.defs.items() if d[0] in ("fuse_outer", "fuse_inner")
+                and d[1] == fused]
 
     def deps(self, name):
         d = self.defs.get(name)

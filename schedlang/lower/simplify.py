@@ -56,6 +56,28 @@ def linear(e):
     return terms, const
 
 
+def _join_div_mod(terms, const):
+    """``(a // c) * (m * c) + (a % c) * m`` in a linear form becomes ``a * m`` (a fused
+    loop's ``y * W + x``, where ``y = p // W`` and ``x = p % W``, becomes ``p`` again)."""
+    for key, (m, e) in list(terms.items()):
+        if not (isinstance(e, E.BinOp) and e.op == "mod" and key in terms):
+            continue
+        c = const_value(e.b)
+        div = terms.get(E.structural_key(E.BinOp("floordiv", e.a, e.b)))
+        if c is None or c <= 0 or div is None or div[0] != m * c or m == 0:
+            continue
+        div[0] = 0
+        terms[key][0] = 0
+        inner, k = linear(e.a)
+        const += m * k
+        for ik, (ic, ie) in inner.items():
+            if ik in terms:
+                terms[ik][0] += m * ic
+            else:
+                terms[ik] = [m * ic, ie]
+    return terms, const
+
+
 def from_linear(terms, const, dtype):
     pos = [(c, x) for c, x in terms.values() if c > 0]
     neg = [(-c, x) for c, x in terms.values() if c < 0]
@@ -145,6 +167,7 @@ class Simplifier:
 
     def canon(self, e):
         terms, const = linear(e)
+        terms, const = _join_div_mod(terms, const)
         terms = {k: v for k, v in terms.items() if v[0] != 0}
         return from_linear(terms, const, e.dtype)
 
@@ -293,14 +316,16 @@ def _names_in_key(key):
 
 
 def _trivial(v):
-    """Values cheap enough to substitute for their Let: constants, plain variables and a
-    variable plus a constant (substituting those lets index arithmetic cancel)."""
+    """Values cheap enough to substitute for their Let: constants, plain variables, a
+    variable plus a constant and a variable's quotient or remainder by a constant
+    (substituting those lets index arithmetic cancel)."""
     if v.dtype.lanes != 1:
         return False
     if isinstance(v, (E.Const, E.Var)):
         return True
-    return (isinstance(v, E.BinOp) and v.op in ("add", "sub") and isinstance(v.a, E.Var)
-            and isinstance(v.b, E.Const))
+    # a variable plus a constant, or a fused loop's row / column (``p // W``, ``p % W``)
+    return (isinstance(v, E.BinOp) and v.op in ("add", "sub", "floordiv", "mod")
+            and isinstance(v.a, E.Var) and isinstance(v.b, E.Const))
 
 
 _ONCE_KINDS = ("serial", "unrolled", "vectorized")

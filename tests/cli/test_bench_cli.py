@@ -47,9 +47,10 @@ def test_show_prints_schedule_loop_ir_and_code():
 
 def test_bench_conv_variants_and_softmax_are_checked_and_timed(tmp_path):
     out = tmp_path / "rows.csv"
-    for extra in ([], ["--stride", "2"], ["--kernel", "1"]):
-        r = _run("bench", "conv", "--size", "1x8x10x12x8", "--threads", "1", "--compare",
-                 "numpy", *extra)
+    # the last: a 1x1 conv whose plane (8 x 16) is whole tiles of 64, the matrix-product form
+    for size, extra in (("1x8x10x12x8", []), ("1x8x10x12x8", ["--stride", "2"]),
+                        ("1x8x10x12x8", ["--kernel", "1"]), ("1x8x8x16x8", ["--kernel", "1"])):
+        r = _run("bench", "conv", "--size", size, "--threads", "1", "--compare", "numpy", *extra)
         assert r.returncode == 0, r.stderr
         assert "conv" in r.stdout and "GFLOP/s" in r.stdout
     r = _run("bench", "softmax", "--size", "6x40", "--threads", "1", "--compare", "numpy",

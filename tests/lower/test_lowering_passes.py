@@ -187,3 +187,50 @@ def test_a_loop_that_runs_once_becomes_a_binding():
     assert "g[g.s0.x] = A[f.s0.y * 16 + g.s0.x]" in kern.loop_ir
     a = np.random.default_rng(9).random((6, 16), dtype=np.float32)
     np.testing.assert_allclose(kern(A=a), a * 2 + 1)
+
+
+def _plane_matvec(staged=False):
+    """``out[k, y, x] = sum_r W[k, r] * X[r, y, x]`` (with ``staged``: of ``g = X * 2``):
+    ``(out, g or None, y, x, inputs, numpy result)``."""
+    X = sl.Input("X", sl.float32, (8, 6, 40))
+    W = sl.Input("W", sl.float32, (4, 8))
+    c, k, y, x = sl.vars("c k y x")
+    g = None
+    if staged:
+        g = sl.Func("g")
+        g[c, y, x] = X[c, y, x] * 2
+    r = sl.RDom(8, name="r")
+    out = sl.Func("out", shape=(4, 6, 40))
+    out[k, y, x] = sl.sum(W[k, r] * (g if staged else X)[r, y, x])
+    rng = np.random.default_rng(4)
+    a, w = rng.random((8, 6, 40), dtype=np.float32), rng.random((4, 8), dtype=np.float32)
+    ref = np.einsum("kc,cyx->kyx", w, a) * (2 if staged else 1)
+    return out, g, y, x, {"X": a, "W": w}, ref
+
+
+def test_a_fused_plane_is_one_dense_vector_loop():
+    # y * 40 + x with y = p // 40 and x = p % 40 is p again: whole-vector loads and stores,
+    # no gathers, although vectors cross row ends (240 = 15 vectors of 16)
+    out, _, y, x, inputs, ref = _plane_matvec()
+    s = sl.Schedule(out)
+    p = s[out].fuse(y, x, "p")
+    s[out].vectorize(p, 16)
+    kern = sl.compile(out, s)
+    assert "X[ramp(out.s0.r * 240 + out.s0.p, 1, 16)]" in kern.loop_ir, kern.loop_ir
+    assert "// x16(40)" not in kern.loop_ir and "% x16(40)" not in kern.loop_ir
+    np.testing.assert_allclose(kern(**inputs), ref, rtol=1e-5)
+
+
+@pytest.mark.parametrize("tail", ["guard", "pad", "shift"])
+def test_a_fused_plane_split_with_a_tail_keeps_its_range(tail):
+    # 240 is not a multiple of 64: with a guard or padding the last tile runs past the
+    # plane, so the row and column stay clamped (bounds inference needs the range); a
+    # shifted tile stays inside it and folds like an exact split
+    out, g, y, x, inputs, ref = _plane_matvec(staged=True)
+    s = sl.Schedule(out)
+    s[g].compute_root()
+    p = s[g].fuse(y, x, "p")
+    s[g].split(p, 64, tail=tail)
+    kern = sl.compile(out, s)
+    assert ("min(max(" in kern.loop_ir) == (tail != "shift"), kern.loop_ir
+    np.testing.assert_allclose(kern(**inputs), ref, rtol=1e-5)
