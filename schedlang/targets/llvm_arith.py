@@ -4,7 +4,8 @@
 ``Select``), casts (``Cast``, float16 / bfloat16 through float32) and math calls
 (``Call``: LLVM intrinsics, or libm once per lane). It relies on the host class for
 ``self.b`` (the current ``ir.IRBuilder``), ``self.module``, ``self.expr``,
-``self._const_like``, ``self._splat``, ``self._intrinsic`` and ``self._c_function``.
+``self._const_like``, ``self._splat``, ``self._intrinsic``, ``self._c_function`` and
+``self.native_ldexp`` (lanes -> whether the target has a vector ldexp instruction, or None).
 Example::
 
     class LLVMCodegen(ArithmeticCodegen):
@@ -331,8 +332,9 @@ class ArithmeticCodegen:
 
     def _vector_expf(self, x):
         """exp of a float32 vector without a libm call per lane: Cephes' range reduction
-        x = n*ln2 + r, a degree-7 polynomial for e**r, and 2**n built from exponent bits
-        (in two halves, so results down to the smallest subnormals are right). About 1 ulp;
+        x = n*ln2 + r, a degree-7 polynomial for e**r, and the scaling by 2**n: one
+        AVX-512 ``vscalefps`` where the target has it (exact down to the subnormals, and a
+        NaN flows through), else 2**n built from exponent bits in two halves. About 1 ulp;
         inf / 0 / NaN as libm gives them."""
         b, ty = self.b, x.type
         c = (lambda v: self._const_like(ty, v))
@@ -342,7 +344,13 @@ class ArithmeticCodegen:
         def fma(p, q, a):
             # p*q + a, fused where the CPU has FMA: half the instructions and latency
             return b.call(fmuladd, [p, q, a])
-        xc = self._fminmax(self._fminmax(x, c(88.72283935546875), "min"), c(-103.97), "max")
+        scalef = self._x86_scalef(ty)
+        if scalef is not None:
+            # clamps that let a NaN through; below -104 the result rounds to 0
+            xc = b.select(b.fcmp_ordered(">", x, c(88.72283935546875)), c(88.72283935546875), x)
+            xc = b.select(b.fcmp_ordered("<", xc, c(-104.0)), c(-104.0), xc)
+        else:
+            xc = self._fminmax(self._fminmax(x, c(88.72283935546875), "min"), c(-103.97), "max")
         fx = self._math1("floor", fma(xc, c(1.44269504088896341), c(0.5)))
         r = fma(fx, c(2.12194440e-4), fma(fx, c(-0.693359375), xc))
         y = c(1.9875691500e-4)
@@ -350,6 +358,9 @@ class ArithmeticCodegen:
                   5.0000001201e-1):
             y = fma(y, r, c(k))
         y = b.fadd(fma(b.fmul(y, r), r, r), c(1.0))
+        if scalef is not None:
+            # y * 2**fx, rounding mode 4: the current one
+            return b.call(scalef, [y, fx, c(0.0), ir.Constant(ir.IntType(16), -1), I32(4)])
         n = b.fptosi(fx, ity)
         half = b.ashr(n, ir.Constant(ity, [1] * ty.count))
         rest = b.sub(n, half)
@@ -362,6 +373,14 @@ class ArithmeticCodegen:
         # below ln(2**-150) the result rounds to 0 (the clamp alone would give 2**-149)
         out = b.select(b.fcmp_ordered("<", x, c(-103.972077)), c(0.0), out)
         return b.select(b.fcmp_unordered("uno", x, x), x, out)
+
+    def _x86_scalef(self, ty):
+        """The AVX-512 ``vscalefps`` intrinsic for 16 float32 lanes when the target has the
+        instruction (LLVM lowers a 16-lane ldexp to it), else None."""
+        if ty.count != 16 or self.native_ldexp is None or not self.native_ldexp(16):
+            return None
+        return self._intrinsic("llvm.x86.avx512.mask.scalef.ps.512", ty,
+                               [ty, ty, ty, ir.IntType(16), I32])
 
     def _fminmax(self, a, bnd, which):
         cmp = self.b.fcmp_ordered("<" if which == "min" else ">", a, bnd)

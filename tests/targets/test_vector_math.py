@@ -1,17 +1,18 @@
 """The float32 vector exp the LLVM backend emits instead of one libm call per lane."""
 import numpy as np
+import pytest
 
 import schedlang as sl
 
 
-def _exp_kernel(width):
+def _exp_kernel(width, target="llvm"):
     A = sl.Input("A", sl.float32, ("N",))
     x = sl.Var("x")
     f = sl.Func("f", shape=(A.shape[0],))
     f[x] = sl.exp(A[x])
     s = sl.Schedule(f)
     s[f].vectorize(x, width)
-    return sl.compile(f, s)
+    return sl.compile(f, s, target=target)
 
 
 def test_vector_exp_is_within_one_ulp_over_the_normal_range():
@@ -23,8 +24,9 @@ def test_vector_exp_is_within_one_ulp_over_the_normal_range():
     assert (np.abs(got - ref) / ref).max() < 2 ** -23
 
 
-def test_vector_exp_special_values_and_subnormals():
-    kern = _exp_kernel(8)
+@pytest.mark.parametrize("width", [8, 16])
+def test_vector_exp_special_values_and_subnormals(width):
+    kern = _exp_kernel(width)
     a = np.array([np.nan, np.inf, -np.inf, 89.0, 88.7, -87.5, -100.0, -104.0, -200.0, 0.0],
                  np.float32)
     got = kern(A=a)
@@ -33,3 +35,21 @@ def test_vector_exp_special_values_and_subnormals():
     assert np.isnan(got[0])
     np.testing.assert_array_equal(got[1:4], ref[1:4])          # inf, 0, overflow to inf
     np.testing.assert_allclose(got[4:], ref[4:], rtol=2e-7, atol=1e-44)
+
+
+def test_vector_exp_scales_with_one_instruction_where_the_cpu_has_it():
+    # AVX-512 has vscalefps; AVX2 builds 2**n from exponent bits instead of calling ldexpf
+    # per lane
+    assert "vscalefps" in _exp_kernel(16, "llvm:skylake-avx512").assembly
+    avx2 = _exp_kernel(16, "llvm:haswell")
+    assert "ldexp" not in avx2.source and "shl <16 x i32>" in avx2.source
+
+
+@pytest.mark.parametrize("width", [4, 8, 16])
+def test_vector_exp_subnormals_at_every_width(width):
+    kern = _exp_kernel(width)
+    a = np.linspace(-103.9, -80, 4001).astype(np.float32)
+    got = kern(A=a).astype(np.float64)
+    ref = np.exp(a.astype(np.float64))
+    # within one unit of the smallest subnormal or 1 ulp
+    assert (np.abs(got - ref) <= np.maximum(ref * 2 ** -23, 2 ** -149)).all()
