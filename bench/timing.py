@@ -9,15 +9,9 @@ import time
 
 import numpy as np
 
-_FLUSH = None
-
-
-def flush_cache():
-    """Overwrite a buffer larger than the last-level cache."""
-    global _FLUSH
-    if _FLUSH is None:
-        _FLUSH = np.empty(64 * 1024 * 1024 // 8, dtype=np.float64)
-    _FLUSH.fill(1.0)
+# overwrites a buffer larger than the last-level cache; the autotuner times small
+# kernels the same way
+from schedlang.autotune.measure import flush_caches as flush_cache
 
 
 class Measurement:

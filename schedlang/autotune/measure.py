@@ -50,6 +50,10 @@ SLOW_FACTOR = 4.0
 # A default schedule whose first run takes longer than this is timed by one more run
 # instead of a median of several (its time is only the reference the others must beat).
 DEFAULT_REPEAT_MAX_S = 0.05
+# Runs shorter than this are timed with cold caches (flushed before each run), as
+# ``schedlang bench`` times them: a schedule that wins only with hot caches loses there.
+FLUSH_BELOW_S = 0.002
+_FLUSH_BUFFER = None
 
 
 class CandidateResult:
@@ -335,8 +339,7 @@ class Bench:
         # then the median of repeats), not by its cold first run; a slow one (which will
         # not win, and whose reruns would eat the search's budget) by that first run
         if first <= DEFAULT_REPEAT_MAX_S:
-            self.default_s = kern.time(warmup=1, budget_s=min(0.25, max(0.02, 10 * first)),
-                                       **self.inputs).median
+            self.default_s = self._median_s(kern, min(0.25, max(0.02, 10 * first)), first)
         else:
             self.default_s = first
         self.default_schedule = default
@@ -361,12 +364,32 @@ class Bench:
         if best_s is not None and first > SLOW_FACTOR * best_s and first > 1e-3:
             return "ok", first
         budget = min(budget_s, max(0.02, 10 * first))
-        stats = kern.time(warmup=1, budget_s=budget, **self.inputs)
-        return "ok", stats.median
+        return "ok", self._median_s(kern, budget, first)
 
     def retime(self, kern, budget_s=0.3):
         """A longer timing of a finalist (median seconds)."""
-        return kern.time(warmup=1, budget_s=budget_s, **self.inputs).median
+        t0 = time.perf_counter()
+        kern(**self.inputs)
+        return self._median_s(kern, budget_s, time.perf_counter() - t0)
+
+    def _median_s(self, kern, budget_s, first):
+        """The median run time; runs shorter than FLUSH_BELOW_S start with cold caches."""
+        if first >= FLUSH_BELOW_S:
+            return kern.time(warmup=1, budget_s=budget_s, **self.inputs).median
+        times, end = [], time.perf_counter() + budget_s
+        while len(times) < 3 or time.perf_counter() < end:
+            flush_caches()
+            times.append(kern.time(warmup=0, repeats=1, **self.inputs).median)
+        return float(np.median(times))
+
+
+def flush_caches():
+    """Overwrite a buffer larger than the last-level cache (64 MiB), so that the next run
+    starts with cold caches. Example: ``flush_caches(); kern(**inputs)``."""
+    global _FLUSH_BUFFER
+    if _FLUSH_BUFFER is None:
+        _FLUSH_BUFFER = np.empty(64 * 1024 * 1024 // 8, dtype=np.float64)
+    _FLUSH_BUFFER.fill(1.0)
 
 
 def _copy(x):
@@ -375,4 +398,4 @@ def _copy(x):
 
 
 __all__ = ["CompilePool", "Bench", "CandidateResult", "lower_candidate", "build_kernel",
-           "jit_payload", "random_inputs", "outputs_match", "kernel_name"]
+           "jit_payload", "random_inputs", "outputs_match", "kernel_name", "flush_caches"]
