@@ -225,13 +225,14 @@ def consumer_register_tile(outputs, f_name, tu, vecs, chunk, producers_root, thr
     s = Schedule(*outputs)
     f = s.lookup(f_name)
     d0 = s.definitions(f)[0]
-    roles = _tile_roles(f, d0, extents_of(s)[f.name])
+    extents = extents_of(s)
+    roles = _tile_roles(f, d0, extents[f.name])
     found = _permuting_consumer(s, f)
     if roles is None or found is None or len(d0.reductions) != 1:
         raise ScheduleError(f"consumer_register_tile on {f.name}: no permuting consumer")
     u, v, _ = roles
     o, names = found
-    ext = extents_of(s)[o.name]
+    ext = extents[o.name]
     vw = vector_width(f.dtype.bytes)
     ov, ou = names[v], names[u]
     ext_v, ext_u = ext.get(ov) or 0, ext.get(ou) or 0
@@ -239,7 +240,7 @@ def consumer_register_tile(outputs, f_name, tu, vecs, chunk, producers_root, thr
     if ext_v < tv or ext_v % tv or ext_u < 2:
         raise ScheduleError(f"consumer_register_tile on {f.name}: {v} is not whole tiles")
     rvars = [rv.name for rv in d0.rvars]
-    r0_ext = extents_of(s)[f.name].get(rvars[0]) or 0
+    r0_ext = extents[f.name].get(rvars[0]) or 0
     if chunk is not None and (r0_ext <= chunk or r0_ext % chunk):
         raise ScheduleError(f"consumer_register_tile on {f.name}: no chunks of {chunk}")
     producers = _inline_producers(s, f)
@@ -470,4 +471,5 @@ def _distinct(seeds):
     return out
 
 
-__all__ = ["seed_schedules", "register_tile", "consumer_register_tile", "stencil_tile", "rows", "flat", "vector_width"]
+__all__ = ["seed_schedules", "register_tile", "consumer_register_tile", "stencil_tile", "rows",
+           "flat", "vector_width"]

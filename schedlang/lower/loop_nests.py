@@ -132,7 +132,7 @@ class StageLoops:
             return simplify(m + o * f + i)
         _, fused, m, ei, eo = d
         known_ei = const_value(self._known(ei))
-        if known_ei is not None and self._fused_in_range(fused):
+        if known_ei is not None and self._fused_in_range(fused, eo):
             # plain div / mod by the constant: interval arithmetic gives bounds inference
             # the exact range, and ``y * W + x`` folds back into the fused variable
             p = self.ref(fused)
@@ -145,12 +145,11 @@ class StageLoops:
         # inference the range where interval arithmetic cannot (symbolic sizes, tails)
         return simplify(E.clamp(value, m, hi))
 
-    def _fused_in_range(self, fused):
-        """True when fused variable ``fused`` has a constant extent and every split of it
-        (and of its parts) keeps its values inside its range (exact or shifted tails)."""
-        parts = self.fused_parts(fused)
-        d = self.defs[parts[0]] if parts else None
-        if d is None or const_value(self._known(d[4])) is None:
+    def _fused_in_range(self, fused, outer_extent):
+        """True when fused variable ``fused`` has a constant ``outer_extent`` (its inner
+        one is checked by the caller) and every split of it (and of its parts) keeps its
+        values inside its range (exact or shifted tails)."""
+        if const_value(self._known(outer_extent)) is None:
             return False
         todo = [fused]
         while todo:
@@ -163,11 +162,6 @@ class StageLoops:
             elif sd is not None and sd[0] in ("fuse_outer", "fuse_inner"):
                 return False      # fused again: keep it simple, keep the clamp
         return True
-
-    def fused_parts(self, fused):
-        """The two variables fused into ``fused``."""
-        return [n for n, d in self.defs.items() if d[0] in ("fuse_outer", "fuse_inner")
-                and d[1] == fused]
 
     def deps(self, name):
         d = self.defs.get(name)

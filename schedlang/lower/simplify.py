@@ -60,7 +60,7 @@ def _join_div_mod(terms, const):
     """``(a // c) * (m * c) + (a % c) * m`` in a linear form becomes ``a * m`` (a fused
     loop's ``y * W + x``, where ``y = p // W`` and ``x = p % W``, becomes ``p`` again)."""
     for key, (m, e) in list(terms.items()):
-        if not (isinstance(e, E.BinOp) and e.op == "mod" and key in terms):
+        if not (isinstance(e, E.BinOp) and e.op == "mod"):
             continue
         c = const_value(e.b)
         div = terms.get(E.structural_key(E.BinOp("floordiv", e.a, e.b)))

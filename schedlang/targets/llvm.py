@@ -84,30 +84,30 @@ def compile_llvm(stmt, args: list, name: str, target: str = "llvm") -> LLVMKerne
         _init_llvm()
         triple = llvm.get_process_triple()
         tm = _target_machine(cpu, features)
-        module = LLVMCodegen(name, args, triple, str(tm.target_data), lambda lanes:
-                             _native_vector_ldexp(tm, cpu, features, lanes)).generate(stmt)
+        module = LLVMCodegen(name, args, triple, str(tm.target_data),
+                             _has_vector_scalef(tm, cpu, features)).generate(stmt)
         compiled = _jit(str(module), name, cpu, features, triple)
     compiled.cannot_run = cannot_run
     return compiled
 
 
-_NATIVE_LDEXP = {}
+_VECTOR_SCALEF = {}
 
 
-def _native_vector_ldexp(tm, cpu, features, lanes):
-    """True when LLVM lowers ``llvm.ldexp`` of ``lanes`` float32s to one instruction for
-    this target (AVX-512's ``vscalefps``) rather than a libm call per lane; asked of LLVM
-    once per target by compiling a probe."""
-    key = (cpu, features, lanes)
-    if key not in _NATIVE_LDEXP:
-        vt, it = f"<{lanes} x float>", f"<{lanes} x i32>"
-        probe = (f"declare {vt} @llvm.ldexp.v{lanes}f32.v{lanes}i32({vt}, {it})\n"
+def _has_vector_scalef(tm, cpu, features):
+    """True when the target has AVX-512's 16-lane ``vscalefps``: LLVM lowers a 16-lane
+    float ``llvm.ldexp`` to it rather than to a libm call per lane. Asked of LLVM once per
+    target by compiling a probe."""
+    key = (cpu, features)
+    if key not in _VECTOR_SCALEF:
+        vt, it = "<16 x float>", "<16 x i32>"
+        probe = (f"declare {vt} @llvm.ldexp.v16f32.v16i32({vt}, {it})\n"
                  f"define {vt} @probe({vt} %a, {it} %b) {{\n"
-                 f"  %r = call {vt} @llvm.ldexp.v{lanes}f32.v{lanes}i32({vt} %a, {it} %b)\n"
+                 f"  %r = call {vt} @llvm.ldexp.v16f32.v16i32({vt} %a, {it} %b)\n"
                  f"  ret {vt} %r\n}}\n")
         asm = tm.emit_assembly(llvm.parse_assembly(probe))
-        _NATIVE_LDEXP[key] = "scalef" in asm and "call" not in asm
-    return _NATIVE_LDEXP[key]
+        _VECTOR_SCALEF[key] = "scalef" in asm and "call" not in asm
+    return _VECTOR_SCALEF[key]
 
 
 def _instruction_features(stmt, target, cpu, features):
@@ -169,10 +169,9 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
     """
 
     def __init__(self, name: str, args: list, triple: str = "", data_layout: str = "",
-                 native_ldexp=None):
+                 vector_scalef=False):
         self.name, self.args = name, list(args)
-        # lanes -> whether the target has a vector ldexp instruction (None: assume not)
-        self.native_ldexp = native_ldexp
+        self.vector_scalef = vector_scalef   # the target has AVX-512's 16-lane vscalefps
         self.module = ir.Module(name=name)
         self.module.triple = triple
         self.module.data_layout = data_layout

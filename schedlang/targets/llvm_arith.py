@@ -5,7 +5,7 @@
 (``Call``: LLVM intrinsics, or libm once per lane). It relies on the host class for
 ``self.b`` (the current ``ir.IRBuilder``), ``self.module``, ``self.expr``,
 ``self._const_like``, ``self._splat``, ``self._intrinsic``, ``self._c_function`` and
-``self.native_ldexp`` (lanes -> whether the target has a vector ldexp instruction, or None).
+``self.vector_scalef`` (whether the target has AVX-512's 16-lane ``vscalefps``).
 Example::
 
     class LLVMCodegen(ArithmeticCodegen):
@@ -376,8 +376,8 @@ class ArithmeticCodegen:
 
     def _x86_scalef(self, ty):
         """The AVX-512 ``vscalefps`` intrinsic for 16 float32 lanes when the target has the
-        instruction (LLVM lowers a 16-lane ldexp to it), else None."""
-        if ty.count != 16 or self.native_ldexp is None or not self.native_ldexp(16):
+        instruction, else None."""
+        if ty.count != 16 or not self.vector_scalef:
             return None
         return self._intrinsic("llvm.x86.avx512.mask.scalef.ps.512", ty,
                                [ty, ty, ty, ir.IntType(16), I32])
