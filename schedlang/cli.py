@@ -28,7 +28,7 @@ def _rate(w, seconds):
     return w.amount() / seconds / 1e9
 
 
-def _torch_row(w, values, threads):
+def _torch_row(w, values, threads, cold):
     try:
         import torch
     except ImportError:
@@ -51,7 +51,7 @@ def _torch_row(w, values, threads):
         fn = (lambda: torch.softmax(args["X"], dim=1))
     else:
         return None
-    return measure(fn)
+    return measure(fn, cold)
 
 
 def _halide_installed():
@@ -67,7 +67,7 @@ def _note_missing_halide(compare):
               "or pip install 'schedlang[halide]')", file=sys.stderr)
 
 
-def _halide_row(w, values, threads):
+def _halide_row(w, values, threads, cold):
     """Time the Halide version of ``w`` (``bench/halide_workloads.py``), checked against
     numpy first; None when the ``halide`` package is missing."""
     import numpy as np
@@ -80,7 +80,7 @@ def _halide_row(w, values, threads):
     if not err <= w.tolerance():
         raise SystemExit(f"halide {w.name} {w.shape_text}: result differs from numpy by "
                          f"{err:g} (tolerance {w.tolerance():g}); not timing a wrong kernel")
-    return measure(run)
+    return measure(run, cold)
 
 
 def make_workload(workload, size_text, stride=1, kernel=3, dtype="float32"):
@@ -131,7 +131,7 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
     import numpy as np
 
     import schedlang as sl
-    from schedlang.bench.timing import measure
+    from schedlang.bench.timing import measure, workload_runs_cold
     w = make_workload(workload, size_text, stride, kernel, dtype)
     values = w.inputs()
     try:
@@ -153,23 +153,24 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
         raise SystemExit(f"schedlang {workload} {w.shape_text}: result differs from numpy by "
                          f"{err:g} (tolerance {w.tolerance():g}); not timing a wrong kernel")
     rows = []
+    cold = workload_runs_cold(values, want)
 
     def add(system, m):
         rows.append({"workload": workload, "shape": w.shape_text, "system": system,
                      "threads": threads, "median_s": m.median, "min_s": m.min,
                      "rate": _rate(w, m.median), "unit": w.unit})
-    add("schedlang", measure(lambda: kern(**values)))
+    add("schedlang", measure(lambda: kern(**values), cold))
     if beam and dtype == "float32":
         beam_kern = _beam_row_kernel(w, values, threads, target, beam)
-        add("schedlang-beam", measure(lambda: beam_kern(**values)))
+        add("schedlang-beam", measure(lambda: beam_kern(**values), cold))
     if "numpy" in compare:
-        add("numpy", measure(lambda: w.numpy(**values)))
+        add("numpy", measure(lambda: w.numpy(**values), cold))
     if "torch" in compare:
-        m = _torch_row(w, values, threads)
+        m = _torch_row(w, values, threads, cold)
         if m is not None:
             add("torch", m)
     if "halide" in compare:
-        m = _halide_row(w, values, threads)
+        m = _halide_row(w, values, threads, cold)
         if m is not None:
             add("halide", m)
     return rows

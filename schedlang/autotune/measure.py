@@ -50,10 +50,19 @@ SLOW_FACTOR = 4.0
 # A default schedule whose first run takes longer than this is timed by one more run
 # instead of a median of several (its time is only the reference the others must beat).
 DEFAULT_REPEAT_MAX_S = 0.05
-# Runs shorter than this are timed with cold caches (flushed before each run), as
-# ``schedlang bench`` times them: a schedule that wins only with hot caches loses there.
-FLUSH_BELOW_S = 0.002
+# The buffer ``flush_caches`` overwrites: larger than the last-level cache.
+FLUSH_BYTES = 64 * 1024 * 1024
 _FLUSH_BUFFER = None
+
+
+def runs_start_cold(nbytes):
+    """Whether a kernel whose inputs and outputs take ``nbytes`` is timed with the caches
+    flushed before each run (as ``schedlang bench`` and the tuner both do): when its data
+    would fit in the caches, a hot timing would show a speed no caller sees. The choice
+    depends on the data only, never on a candidate's own speed, so every schedule of a
+    workload (and every system in one bench row) is timed the same way.
+    Example: ``runs_start_cold(sum(a.nbytes for a in inputs.values()))``."""
+    return nbytes <= FLUSH_BYTES // 2
 
 
 class CandidateResult:
@@ -335,11 +344,14 @@ class Bench:
         t0 = time.perf_counter()
         self.reference = _copy(kern(**self.inputs))
         first = time.perf_counter() - t0
+        self.cold = runs_start_cold(
+            sum(np.asarray(a).nbytes for a in self.inputs.values())
+            + sum(np.asarray(a).nbytes for a in _as_tuple(self.reference)))
         # the default competes with the candidates, so it is timed as they are (warm-up,
         # then the median of repeats), not by its cold first run; a slow one (which will
         # not win, and whose reruns would eat the search's budget) by that first run
         if first <= DEFAULT_REPEAT_MAX_S:
-            self.default_s = self._median_s(kern, min(0.25, max(0.02, 10 * first)), first)
+            self.default_s = self._median_s(kern, min(0.25, max(0.02, 10 * first)))
         else:
             self.default_s = first
         self.default_schedule = default
@@ -364,17 +376,16 @@ class Bench:
         if best_s is not None and first > SLOW_FACTOR * best_s and first > 1e-3:
             return "ok", first
         budget = min(budget_s, max(0.02, 10 * first))
-        return "ok", self._median_s(kern, budget, first)
+        return "ok", self._median_s(kern, budget)
 
     def retime(self, kern, budget_s=0.3):
         """A longer timing of a finalist (median seconds)."""
-        t0 = time.perf_counter()
         kern(**self.inputs)
-        return self._median_s(kern, budget_s, time.perf_counter() - t0)
+        return self._median_s(kern, budget_s)
 
-    def _median_s(self, kern, budget_s, first):
-        """The median run time; runs shorter than FLUSH_BELOW_S start with cold caches."""
-        if first >= FLUSH_BELOW_S:
+    def _median_s(self, kern, budget_s):
+        """The median run time, with cold caches when ``self.cold`` (``runs_start_cold``)."""
+        if not self.cold:
             return kern.time(warmup=1, budget_s=budget_s, **self.inputs).median
         times, end = [], time.perf_counter() + budget_s
         while len(times) < 3 or time.perf_counter() < end:
@@ -388,7 +399,7 @@ def flush_caches():
     starts with cold caches. Example: ``flush_caches(); kern(**inputs)``."""
     global _FLUSH_BUFFER
     if _FLUSH_BUFFER is None:
-        _FLUSH_BUFFER = np.empty(64 * 1024 * 1024 // 8, dtype=np.float64)
+        _FLUSH_BUFFER = np.empty(FLUSH_BYTES // 8, dtype=np.float64)
     _FLUSH_BUFFER.fill(1.0)
 
 
@@ -398,4 +409,5 @@ def _copy(x):
 
 
 __all__ = ["CompilePool", "Bench", "CandidateResult", "lower_candidate", "build_kernel",
-           "jit_payload", "random_inputs", "outputs_match", "kernel_name", "flush_caches"]
+           "jit_payload", "random_inputs", "outputs_match", "kernel_name", "flush_caches",
+           "runs_start_cold"]

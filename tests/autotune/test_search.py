@@ -287,3 +287,14 @@ def test_progress_uses_tqdm_when_installed(monkeypatch):
     assert term.text == ""                                  # the bar, not lines
     p.close()
     assert bars[0].closed
+
+
+def test_candidates_of_a_workload_that_fits_in_cache_are_timed_cold(monkeypatch):
+    # the choice is the data's (a few KB here), not a candidate's speed, so the default
+    # and every candidate start each timed run with flushed caches
+    assert measure.runs_start_cold(1 << 20) and not measure.runs_start_cold(1 << 30)
+    flushes = []
+    monkeypatch.setattr(measure, "flush_caches", lambda: flushes.append(1))
+    r = tune(matmul(32), beam=2, budget_s=3, progress=False)
+    assert r.report.measured >= 1
+    assert len(flushes) >= 3 * (r.report.measured + 1)

@@ -91,3 +91,21 @@ def test_bench_low_precision_gemm_rows(tmp_path):
     assert ("64x64x64", "numpy") in rows
     r = _run("bench", "gemm", "--size", "64x64x30", "--dtype", "int8", "--threads", "1")
     assert r.returncode != 0 and "K a multiple of 4" in (r.stderr + r.stdout)
+
+
+def test_cold_cache_timing_is_chosen_by_the_workload_data_for_every_system(monkeypatch):
+    # a workload whose data fits in the caches is flushed before every repeat, whatever
+    # the speed of the system being timed; one larger than the caches never is
+    import numpy as np
+
+    import schedlang.bench.timing as timing
+    flushes = []
+    monkeypatch.setattr(timing, "flush_cache", lambda: flushes.append(1))
+    small = {"A": np.zeros((256, 256), np.float32)}
+    big = {"img": np.zeros((4096, 4096), np.float32)}
+    assert timing.workload_runs_cold(small, np.zeros((256, 256), np.float32))
+    assert not timing.workload_runs_cold(big, np.zeros((4096, 4096), np.float32))
+    m = timing.measure(lambda: None, cold=True, budget_s=0.0, min_runs=5)
+    assert m.runs == 5 and len(flushes) == 5
+    timing.measure(lambda: None, cold=False, budget_s=0.0, min_runs=5)
+    assert len(flushes) == 5
