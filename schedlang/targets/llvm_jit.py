@@ -57,6 +57,10 @@ class LLVMKernelModule:
         self._engine = engine  # keeps the machine code mapped
         self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)(address)
 
+    def function_address(self, name: str) -> int:
+        """The address of another function defined in this module (0 when there is none)."""
+        return self._engine.get_function_address(name)
+
     def call(self, args_address: int, nthreads: int) -> int:
         """Run the kernel on the uint64 argument array at ``args_address``; returns its status."""
         return int(self._fn(ctypes.c_void_p(args_address), int(nthreads)))

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from .llvm_thread_pool import POOL_RUN, POOL_RUN_TYPE
+
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
@@ -113,23 +115,26 @@ def parallel_runner(module: ir.Module, body: ir.Function) -> ir.Function:
     """Emit ``i32 <body>.run(ptr closure, i64 extent, i32 nthreads)`` for an outlined body.
 
     With ``nthreads <= 1`` or ``extent <= 1`` it runs the iterations in order on the calling
-    thread, without creating threads. Otherwise it starts ``min(nthreads, extent) - 1``
-    pthreads and works alongside them. If a thread (or the array of handles) cannot be
-    created, the threads that exist and the caller still do all the work, so a shortage of
-    threads costs speed, never correctness.
+    thread, without creating threads. Otherwise it hands the loop to the process's thread
+    pool (``llvm_thread_pool``) with ``min(nthreads, extent) - 1`` helpers; when the pool
+    is busy (a parallel loop inside another, or kernels running at once on several Python
+    threads) it starts that many pthreads of its own and works alongside them. If a thread
+    (or the array of handles) cannot be created, the threads that exist and the caller
+    still do all the work, so a shortage of threads costs speed, never correctness.
     """
     worker = _emit_worker(module, body)
     malloc = declare_c_function(module, "malloc")
     free = declare_c_function(module, "free")
     pthread_create = declare_c_function(module, "pthread_create")
     pthread_join = declare_c_function(module, "pthread_join")
+    pool_run = module.globals.get(POOL_RUN) or ir.Function(module, POOL_RUN_TYPE, name=POOL_RUN)
 
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32]), name=body.name + ".run")
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
     closure, extent, nthreads = fn.args
     blk = {n: fn.append_basic_block(n) for n in (
-        "entry", "threaded", "spawn", "spawn_next", "spawned", "join", "join_body", "joined",
+        "entry", "threaded", "own_threads", "pooled", "spawn", "spawn_next", "spawned", "join", "join_body", "joined",
         "serial", "serial_body", "serial_next", "serial_done", "serial_fail")}
 
     b = ir.IRBuilder(blk["entry"])
@@ -151,12 +156,20 @@ def parallel_runner(module: ir.Module, body: ir.Function) -> ir.Function:
     chunk = b.sdiv(extent, b.mul(nthr, I64(_GRABS_PER_THREAD)))
     b.store(b.select(b.icmp_signed("<", chunk, I64(1)), I64(1), chunk),
             _field(b, state, _F_CHUNK))
+    pooled = b.call(pool_run, [worker, state, nworkers])
+    b.cbranch(b.icmp_signed("!=", pooled, I32(0)), blk["pooled"], blk["own_threads"])
+
+    b.position_at_end(blk["pooled"])
+    # the pool returns after every thread that ran the worker has finished
+    b.ret(b.load(_field(b, state, _F_ERROR), typ=I32))
+
+    b.position_at_end(blk["own_threads"])
     tids = b.call(malloc, [b.mul(nworkers, I64(8))])
     b.cbranch(b.icmp_unsigned("==", tids, ir.Constant(PTR, None)), blk["serial"], blk["spawn"])
 
     b.position_at_end(blk["spawn"])
     k = b.phi(I64, name="k")
-    k.add_incoming(I64(0), blk["threaded"])
+    k.add_incoming(I64(0), blk["own_threads"])
     b.cbranch(b.icmp_signed("<", k, nworkers), blk["spawn_next"], blk["spawned"])
 
     b.position_at_end(blk["spawn_next"])
@@ -193,7 +206,7 @@ def parallel_runner(module: ir.Module, body: ir.Function) -> ir.Function:
     b.position_at_end(blk["serial"])
     i = b.phi(I64, name="i")
     i.add_incoming(I64(0), blk["entry"])
-    i.add_incoming(I64(0), blk["threaded"])
+    i.add_incoming(I64(0), blk["own_threads"])
     b.cbranch(b.icmp_signed("<", i, extent), blk["serial_body"], blk["serial_done"])
 
     b.position_at_end(blk["serial_body"])
