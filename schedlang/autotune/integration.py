@@ -81,9 +81,13 @@ def choose_schedule(outputs, target="llvm", default=None, allow_tuning=True, thr
     db = TuningDatabase()
     if not beam and not os.path.exists(db.path):
         return None, DEFAULT_ORIGIN
-    from .keys import workload_key
+    from .keys import estimated_sizes, symbolic_sizes, workload_key
+    sizes = None
     try:
-        key = workload_key(outputs, target, threads=threads)
+        if symbolic_sizes(outputs):
+            # tuned (and later looked up) at estimated sizes; the schedule fits any size
+            sizes = estimated_sizes(outputs)
+        key = workload_key(outputs, target, sizes, threads=threads)
     except SchedlangError as e:
         if beam and allow_tuning:
             warnings.warn(f"schedlang: BEAM is set but {', '.join(o.name for o in outputs)} "
@@ -99,8 +103,14 @@ def choose_schedule(outputs, target="llvm", default=None, allow_tuning=True, thr
         return None, DEFAULT_ORIGIN
     from .search import tune
     seeds = [default] if default is not None else []
+    if sizes:
+        warnings.warn(f"schedlang: tuning {', '.join(o.name for o in outputs)} for the "
+                      f"estimated sizes {', '.join(f'{k}={v}' for k, v in sizes.items())} "
+                      "(its sizes are symbolic); the schedule runs at any size. Call "
+                      "sl.autotune(f, sizes={...}) to tune for the sizes you use",
+                      stacklevel=4)
     tuned = tune(outputs, target, beam=beam, budget_s=budget_from_env(), seeds=seeds,
-                 threads=key.threads).schedule
+                 threads=key.threads, sizes=sizes).schedule
     row = db.best_row(key, min_beam=beam)
     if row is not None and row["schedule"] == tuned.to_json():
         return tuned, _origin(key, row)

@@ -158,6 +158,45 @@ def concrete_sizes(outputs, sizes=None):
     return out
 
 
+# Symbolic sizes tuned without values are given the largest of these that keeps every
+# Input at most ESTIMATE_ELEMENTS elements (a 1024 x 1024 image, a 128^3 volume).
+_ESTIMATES = (1024, 512, 256, 128, 64, 32, 16, 8)
+ESTIMATE_ELEMENTS = 1 << 20
+
+
+def symbolic_sizes(outputs):
+    """The names of the symbolic sizes in the pipeline's Input shapes, sorted.
+    Example: ``symbolic_sizes(f)`` is ``["N"]`` for ``Input("A", float32, ("N",))``."""
+    _, s = _pipeline(outputs)
+    names = set()
+    for i in s.inputs:
+        for x in i.shape:
+            if isinstance(x, E.Expr):
+                E.walk_expr(x, lambda n: names.add(n.name) if isinstance(n, E.SizeVar) else None)
+    return sorted(names)
+
+
+def estimated_sizes(outputs):
+    """Values for the pipeline's symbolic sizes to tune with when the user gave none (as
+    Halide's estimates): one value for all, the largest in 1024, 512, ... 8 that keeps
+    every Input non-empty and at most ESTIMATE_ELEMENTS elements. A schedule found for
+    these sizes is valid for any (its splits keep their tails). Raises AlgorithmError
+    when no value fits. Example: ``estimated_sizes(f)`` is ``{"N": 1024}``."""
+    import numpy as np
+    names = symbolic_sizes(outputs)
+    for n in _ESTIMATES:
+        sizes = {name: n for name in names}
+        try:
+            shapes = concrete_sizes(outputs, sizes)
+        except AlgorithmError:
+            break
+        counts = [int(np.prod(sh, dtype=np.int64)) for sh in shapes.values()]
+        if all(0 < c <= ESTIMATE_ELEMENTS for c in counts):
+            return sizes
+    raise AlgorithmError(f"autotune: no estimate of the symbolic sizes {', '.join(names)} "
+                         "gives every Input a sensible size; pass sizes={...} to sl.autotune")
+
+
 @functools.lru_cache(maxsize=None)
 def machine_id(target="llvm"):
     """The machine a measurement was taken on: CPU model, the LLVM CPU name and a hash of the

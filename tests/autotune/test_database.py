@@ -75,6 +75,34 @@ def test_beam_env_tunes_once_then_loads_without_searching(monkeypatch):
     assert str(kern2.schedule) == str(kern.schedule)
 
 
+def _symbolic_scale():
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    y, x = sl.vars("y x")
+    f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+    f[y, x] = A[y, x] * 2 + 1
+    return f
+
+
+def test_beam_tunes_a_symbolic_size_pipeline_at_estimated_sizes_then_loads(monkeypatch):
+    from schedlang.autotune.keys import estimated_sizes
+    assert estimated_sizes(_symbolic_scale()) == {"H": 1024, "W": 1024}
+    monkeypatch.setenv("BEAM", "1")
+    monkeypatch.setenv("SCHEDLANG_BEAM_BUDGET_S", "2")
+    with pytest.warns(UserWarning, match="estimated sizes H=1024, W=1024"):
+        kern = sl.compile(_symbolic_scale())
+    key = workload_key(_symbolic_scale(), sizes={"H": 1024, "W": 1024})
+    assert TuningDatabase().best_row(key)["beam"] == 1
+
+    def no_search(*a, **k):
+        raise AssertionError("the second compile searched again")
+    monkeypatch.setattr(search, "tune", no_search)
+    kern2 = sl.compile(_symbolic_scale())
+    assert str(kern2.schedule) == str(kern.schedule)
+    for shape in ((1, 1), (37, 101), (64, 16)):   # any size, tails included
+        a = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+        np.testing.assert_array_equal(kern2(A=a), a * 2 + 1)
+
+
 def test_a_schedule_is_served_only_for_the_thread_count_it_was_tuned_for(monkeypatch):
     C = matmul(32)
     one = sl.Schedule(C)
