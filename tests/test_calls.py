@@ -318,6 +318,11 @@ def test_violated_assume_on_param():
     np.testing.assert_array_equal(kern(A=np.ones(3, np.float32), scale_assume=3), [3, 3, 3])
     with pytest.raises(sl.ArgumentError, match="scale_assume"):
         kern(A=np.ones(3, np.float32), scale_assume=0)
+    # sizes and values that passed are remembered, others are still checked, every time
+    for _ in range(2):
+        np.testing.assert_array_equal(kern(A=np.ones(3, np.float32), scale_assume=3), [3, 3, 3])
+        with pytest.raises(sl.ArgumentError, match="scale_assume"):
+            kern(A=np.ones(3, np.float32), scale_assume=-1)
 
 
 def test_argument_errors_leave_kernel_usable(gemm, ab):

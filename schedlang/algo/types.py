@@ -53,7 +53,7 @@ class DType:
     @property
     def numpy(self):
         """The numpy dtype arrays of this type use (bfloat16 is carried as uint16 bits)."""
-        return np.dtype(_NUMPY_NAME[self.name])
+        return _NUMPY_DTYPE[self.name]
 
     def min_value(self):
         if self.kind == "u" or self.kind == "b":
@@ -96,6 +96,8 @@ BY_NAME = {t.name: t for t in ALL_TYPES}
 _NUMPY_NAME = {t.name: t.name for t in ALL_TYPES}
 _NUMPY_NAME["bfloat16"] = "uint16"
 _NUMPY_NAME["bool"] = "bool"
+# built once: a kernel call asks for its arguments' dtypes every time
+_NUMPY_DTYPE = {name: np.dtype(numpy_name) for name, numpy_name in _NUMPY_NAME.items()}
 
 
 def from_numpy(dt) -> DType:

@@ -83,6 +83,7 @@ class Kernel:
         self.assert_messages = dict(ctx.assert_messages)
         self.num_threads = default_threads()
         self._spares = {}
+        self._sizes_checked = set()
 
     @property
     def source(self):
@@ -132,6 +133,21 @@ class Kernel:
             for inp in self.inputs:
                 if np.shares_memory(arr, values[inp.name]):
                     values[inp.name] = values[inp.name].copy()
+        self._check_sizes(sizes)
+        for a in self.args:
+            if a.kind == "scalar" and a.name not in values:
+                if a.name not in sizes:
+                    raise ArgumentError(f"the size {a.name} cannot be inferred from the arguments; "
+                                        "pass out= with the output array")
+                values[a.name] = sizes[a.name]
+        return values, outs
+
+    def _check_sizes(self, sizes):
+        """The ``assume`` facts and the size checks of the lowering, for these sizes and
+        Param values; a set of sizes that passed once is not evaluated again."""
+        key = tuple(sorted(sizes.items()))
+        if key in self._sizes_checked:
+            return
         for f in self.facts:
             try:
                 ok = evaluate(f, sizes)
@@ -149,13 +165,9 @@ class Kernel:
             if not ok:
                 raise ArgumentError(f"{why}; got {cond.a.name if hasattr(cond, 'a') else cond} = "
                                     f"{sizes.get(getattr(cond.a, 'name', ''), '?')}")
-        for a in self.args:
-            if a.kind == "scalar" and a.name not in values:
-                if a.name not in sizes:
-                    raise ArgumentError(f"the size {a.name} cannot be inferred from the arguments; "
-                                        "pass out= with the output array")
-                values[a.name] = sizes[a.name]
-        return values, outs
+        if len(self._sizes_checked) >= 64:
+            self._sizes_checked.clear()
+        self._sizes_checked.add(key)
 
     def _check_array(self, buf, a, sizes, where, role):
         dt = buf.dtype
@@ -250,7 +262,7 @@ class Kernel:
         return arr
 
     def _run(self, values):
-        from .llvm import pack_args
+        from .llvm_jit import pack_args
         cannot_run = getattr(self.module, "cannot_run", None)
         if cannot_run:
             raise CompileError(cannot_run)
