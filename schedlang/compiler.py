@@ -15,7 +15,7 @@ import time
 
 from .algo import expr as E
 from .algo.func import Func, definition_exprs
-from .errors import CompileError, ScheduleError
+from .errors import AlgorithmError, CompileError, ScheduleError
 from .lower import ir
 from .lower.lower import lower_pipeline
 from .schedule.schedule import Schedule
@@ -92,10 +92,17 @@ def kernel_args(stmt, schedule):
     """Buffers (inputs, then outputs) and scalars (sizes and Params, by name) of a kernel."""
     args = [ir.KernelArg(b.name, "buffer", b.dtype) for b in schedule.inputs]
     args += [ir.KernelArg(o.name, "buffer", o.dtype) for o in schedule.outputs]
-    scalars = {}
+    scalars, kinds = {}, {}
 
     def fn(n):
         if isinstance(n, (E.SizeVar, E.Param)):
+            kind = "Param" if isinstance(n, E.Param) else "size"
+            if kinds.setdefault(n.name, (kind, n))[0] != kind:
+                size = n if kind == "size" else kinds[n.name][1]
+                of = f" of Input {size.source.name}" if getattr(size, "source", None) else ""
+                # one kernel argument cannot be both: the size must come from the shape
+                raise AlgorithmError(f"the Param {n.name!r} has the same name as the symbolic "
+                                     f"size {n.name!r}{of}; rename the Param")
             scalars[n.name] = n.dtype
     ir.walk_stmt(stmt, lambda s: [E.walk_expr(e, fn) for e in ir.stmt_exprs(s)])
     for b in list(schedule.inputs) + list(schedule.outputs):

@@ -570,3 +570,17 @@ def test_large_outputs_reuse_memory_only_when_the_caller_dropped_it():
     del view, again
     last = kern(Areuse=a * 7)
     np.testing.assert_array_equal(last[:3], [14, 14, 14])
+
+
+@pytest.mark.parametrize("dtype", [sl.int32, sl.float32])
+def test_a_param_named_like_a_symbolic_size_is_rejected(dtype):
+    # one kernel argument cannot be both; trusting the Param as the size would let a call
+    # read past the input
+    x = sl.Var("x")
+    A = sl.Input("A_clash", sl.float32, ("n_clash",))
+    p = sl.Param("n_clash", dtype)
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] + sl.cast(sl.float32, p) * 0
+    with pytest.raises(sl.AlgorithmError, match="Param 'n_clash'.*symbolic size 'n_clash' of "
+                                                "Input A_clash; rename the Param"):
+        sl.compile(f, sl.Schedule(f))

@@ -473,8 +473,13 @@ def clamp(x, lo, hi) -> Expr:
 
 
 def fix_weak(e: Expr) -> Expr:
-    """A weak literal standing alone becomes int32 / float32."""
+    """A weak literal standing alone becomes int32 / float32 (SPEC §1); an int literal that
+    does not fit int32 is an error rather than a wrapped value."""
     if is_weak(e):
+        if e.dtype.is_int and not T.literal_fits(e.value, e.dtype):
+            raise AlgorithmError(f"the literal {e.value} stands alone, so it is {e.dtype}, which it "
+                                 "does not fit; write it with a type, e.g. "
+                                 f"sl.cast(sl.int64, {e.value}) or {float(e.value)!r}")
         return Const(e.value, e.dtype)
     return e
 

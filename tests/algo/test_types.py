@@ -734,3 +734,14 @@ def test_cast_bool_to_int32():
     out = cast_kernel(sl.bool, sl.int32, m)
     assert out.dtype == np.int32
     np.testing.assert_array_equal(out, m.astype(np.int32))
+
+
+@pytest.mark.parametrize("literal", [2**31, -2**31 - 1, 2**40, 2**63])
+def test_an_int_literal_alone_that_does_not_fit_int32_is_an_error(literal):
+    x = sl.Var("x")
+    f = sl.Func("f_alone", shape=(2,))
+    with pytest.raises(sl.AlgorithmError, match=f"literal {literal} stands alone.*sl.cast"):
+        f[x] = literal
+    g = sl.Func("g_alone", shape=(2,))
+    g[x] = 2**31 - 1                       # the largest int32 still fits
+    assert sl.compile(g)().tolist() == [2**31 - 1] * 2
