@@ -584,3 +584,14 @@ def test_a_param_named_like_a_symbolic_size_is_rejected(dtype):
     with pytest.raises(sl.AlgorithmError, match="Param 'n_clash'.*symbolic size 'n_clash' of "
                                                 "Input A_clash; rename the Param"):
         sl.compile(f, sl.Schedule(f))
+
+
+def test_positional_arguments_are_an_argument_error_and_an_input_may_be_named_self():
+    x = sl.Var("x")
+    A = sl.Input("self", sl.float32, (3,))
+    f = sl.Func("f", shape=(3,))
+    f[x] = A[x] + 1
+    kern = sl.compile(f)
+    np.testing.assert_array_equal(kern(self=np.ones(3, np.float32)), [2, 2, 2])
+    with pytest.raises(sl.ArgumentError, match=r"keyword arguments only \(self=\.\.\.\)"):
+        kern(np.ones(3, np.float32))

@@ -142,6 +142,9 @@ class Kernel:
                 values[a.name] = sizes[a.name]
         return values, outs
 
+    def _argument_names(self):
+        return [i.name for i in self.inputs] + [p.name for p in self.params]
+
     def _check_sizes(self, sizes):
         """The ``assume`` facts and the size checks of the lowering, for these sizes and
         Param values; a set of sizes that passed once is not evaluated again."""
@@ -275,7 +278,12 @@ class Kernel:
         if rc != 0:
             raise SchedlangError(f"the kernel stopped: {ERROR_CODES.get(rc, f'error {rc}')}")
 
-    def __call__(self, **kwargs):
+    def __call__(self, /, *positional, **kwargs):
+        # self is positional-only, so an Input or Param may be named "self"
+        if positional:
+            raise ArgumentError(f"the kernel takes keyword arguments only ("
+                                f"{', '.join(f'{n}=...' for n in self._argument_names())}); "
+                                f"got {len(positional)} positional argument(s)")
         values, outs = self._bind(kwargs)
         empty = [o.name for o, a in zip(self.outputs, outs) if a.size == 0]
         if not empty:
