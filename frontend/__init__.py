@@ -15,10 +15,12 @@ Example::
     y = kern(x=np.ones((1, 3, 16, 16), np.float32), w=np.ones((8, 3, 3, 3), np.float32))
     z = (Tensor(a) @ Tensor(b)).softmax(-1).numpy()
 """
-from .elementwise import (abs, add, as_tensor, broadcast_shapes, cast, ceil, clamp, cos,  # noqa: F401,A004
-                          div, eq, erf, exp, floor, floordiv, ge, gelu, gt, le, log,
-                          logical_and, logical_not, logical_or, lt, maximum, minimum, mod, mul,
-                          ne, neg, pow, relu, rsqrt, sigmoid, sin, sqrt, sub, tanh, where)
+from .elementwise import (abs, add, as_tensor, bitwise_and, bitwise_not,  # noqa: F401,A004
+                          bitwise_or, bitwise_xor, broadcast_shapes, cast, ceil, clamp, cos,
+                          div, eq, erf, exp, floor, floordiv, ge, gelu, gt, le, left_shift, log,
+                          logical_and, logical_not, logical_or, logical_xor, lt, maximum,
+                          minimum, mod, mul, ne, neg, pow, relu, right_shift, rsqrt, sigmoid,
+                          sin, sqrt, sub, tanh, where)
 from .nn import (avg_pool2d, conv2d, layer_norm, layernorm, log_softmax, matmul, max,  # noqa: F401,A004
                  max_pool2d, mean, min, softmax, sum)
 from .shape_ops import (concat, expand, flatten, getitem, pad, permute, reshape,  # noqa: F401
@@ -29,10 +31,11 @@ from .tensor import topo_order as _topo_order
 
 __all__ = [
     "Tensor", "as_tensor", "broadcast_shapes", "cache_info", "clear_cache", "where",
-    "abs", "add", "cast", "ceil", "clamp", "cos", "div", "eq", "erf", "exp", "floor",
-    "floordiv", "ge", "gelu", "gt", "le", "log", "logical_and", "logical_not", "logical_or",
-    "lt", "maximum", "minimum", "mod", "mul", "ne", "neg", "pow", "relu", "rsqrt", "sigmoid",
-    "sin", "sqrt", "sub", "tanh", "avg_pool2d", "conv2d", "layer_norm", "layernorm",
+    "abs", "add", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "cast", "ceil",
+    "clamp", "cos", "div", "eq", "erf", "exp", "floor", "floordiv", "ge", "gelu", "gt", "le",
+    "left_shift", "log", "logical_and", "logical_not", "logical_or", "logical_xor", "lt",
+    "maximum", "minimum", "mod", "mul", "ne", "neg", "pow", "relu", "right_shift", "rsqrt",
+    "sigmoid", "sin", "sqrt", "sub", "tanh", "avg_pool2d", "conv2d", "layer_norm", "layernorm",
     "log_softmax", "matmul", "max", "max_pool2d", "mean", "min", "softmax", "sum", "concat",
     "expand", "flatten", "getitem", "pad", "permute", "reshape", "slice", "squeeze",
     "transpose", "unsqueeze",
@@ -52,7 +55,10 @@ _METHODS = {
     "getitem": getitem, "slice": slice,
     "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
     "floordiv": floordiv, "mod": mod, "pow": pow, "neg": neg,
-    "logical_and": logical_and, "logical_or": logical_or, "logical_not": logical_not,
+    "logical_and": logical_and, "logical_or": logical_or, "logical_xor": logical_xor,
+    "logical_not": logical_not, "bitwise_and": bitwise_and, "bitwise_or": bitwise_or,
+    "bitwise_xor": bitwise_xor, "bitwise_not": bitwise_not, "left_shift": left_shift,
+    "right_shift": right_shift,
 }
 
 
@@ -73,13 +79,15 @@ _OPERATORS = {
     "__add__": add, "__sub__": sub, "__mul__": mul, "__truediv__": div,
     "__floordiv__": floordiv, "__mod__": mod, "__pow__": pow, "__matmul__": matmul,
     "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge, "__eq__": eq, "__ne__": ne,
-    "__and__": logical_and, "__or__": logical_or,
-    "__neg__": neg, "__abs__": abs, "__invert__": logical_not, "__getitem__": getitem,
+    "__and__": bitwise_and, "__or__": bitwise_or, "__xor__": bitwise_xor,
+    "__lshift__": left_shift, "__rshift__": right_shift, "__pos__": lambda self: self,
+    "__neg__": neg, "__abs__": abs, "__invert__": bitwise_not, "__getitem__": getitem,
 }
 
 _REFLECTED = {"__radd__": add, "__rsub__": sub, "__rmul__": mul, "__rtruediv__": div,
               "__rfloordiv__": floordiv, "__rmod__": mod, "__rpow__": pow,
-              "__rmatmul__": matmul, "__rand__": logical_and, "__ror__": logical_or}
+              "__rmatmul__": matmul, "__rand__": bitwise_and, "__ror__": bitwise_or,
+              "__rxor__": bitwise_xor, "__rlshift__": left_shift, "__rrshift__": right_shift}
 
 
 def _reflected(fn):

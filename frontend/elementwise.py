@@ -11,6 +11,7 @@ language). Example::
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -28,7 +29,7 @@ def as_tensor(x, op=None):
     if isinstance(x, Tensor):
         return x
     if isinstance(x, (np.ndarray, list, tuple)):
-        return Tensor(x)
+        return _from_data(x, op)
     raise sl.AlgorithmError(f"{op + ': ' if op else ''}expected a Tensor or an array, got {x!r} "
                             f"({type(x).__name__}); wrap data in Tensor(np.asarray(...))")
 
@@ -57,13 +58,62 @@ def broadcast_index(idx, src_shape, out_shape):
             for d, n in enumerate(src_shape)]
 
 
+def _from_data(x, op):
+    """``Tensor(x)``, its error naming ``op``."""
+    try:
+        return Tensor(x)
+    except sl.AlgorithmError as e:
+        raise sl.AlgorithmError(f"{op}: {e}" if op else str(e)) from None
+
+
 def _coerce(x, op):
     if isinstance(x, Tensor) or is_scalar(x):
         return x
     if isinstance(x, (np.ndarray, list, tuple)):
-        return Tensor(x)
+        return _from_data(x, op)
     raise sl.AlgorithmError(f"{op}: cannot use {x!r} ({type(x).__name__}) as a Tensor operand; "
                             "use a Tensor, a numpy array or a Python number")
+
+
+def _strong_dtype(x):
+    """The type of a Tensor or numpy scalar operand (Python numbers are weak: None)."""
+    if isinstance(x, Tensor):
+        return x.dtype
+    if isinstance(x, np.generic):
+        return T.from_numpy(x.dtype)
+    return None
+
+
+def needs_float64(dtypes) -> bool:
+    """True when typed operands have no lossless common type (int64 / uint64 next to a
+    float, uint64 next to a signed int): numpy then computes in float64, where the
+    algorithm language would ask for an explicit cast."""
+    dtypes = [d for d in dtypes if d is not None and not d.is_bool]
+    if len(dtypes) < 2:
+        return False
+    try:
+        functools.reduce(T.promote_types, dtypes)
+    except sl.AlgorithmError:
+        return True
+    return False
+
+
+def promote_operands(operands):
+    """``operands`` with numpy's float64 promotion applied where ``needs_float64`` says so
+    (bool operands, e.g. a ``where`` condition, are left alone).
+    Example: ``promote_operands([int64_tensor, float32_tensor])`` casts both to float64."""
+    if not needs_float64([_strong_dtype(x) for x in operands]):
+        return list(operands)
+    out = []
+    for x in operands:
+        d = _strong_dtype(x)
+        if d is None or d.is_bool or d == sl.float64:
+            out.append(x)
+        elif isinstance(x, Tensor):
+            out.append(cast(x, sl.float64))
+        else:
+            out.append(np.float64(x))
+    return out
 
 
 def elementwise(op, fn, *operands, extra=()):
@@ -71,8 +121,9 @@ def elementwise(op, fn, *operands, extra=()):
 
     ``op`` and ``extra`` (hashable) identify the op in the kernel cache key; scalar
     operands are part of the key too. The result dtype is the dtype of ``fn``'s result.
+    Typed operands promote as numpy does (``promote_operands``).
     """
-    operands = [_coerce(x, op) for x in operands]
+    operands = promote_operands([_coerce(x, op) for x in operands])
     tensors = [x for x in operands if isinstance(x, Tensor)]
     if not tensors:
         raise sl.AlgorithmError(f"{op}: at least one operand must be a Tensor")
@@ -121,9 +172,41 @@ def mod(a, b):
     return elementwise("mod", lambda p, q: p % q, a, b)
 
 
+def _int_pow(p, q):
+    """``p ** q`` for integer ``p`` and ``q``, in their integer type (numpy / torch).
+
+    A small literal exponent multiplies out. Otherwise the power is taken in float64 and
+    rounded, exact whenever the result fits in 53 bits (every int32 result that does not
+    overflow); a negative exponent gives torch's result (0 unless the base is 1 or -1), and
+    a result beyond 64 bits gives 0 (exact for even bases, e.g. ``2 ** 70``)."""
+    p, q = E.to_expr(p), E.to_expr(q)
+    if E.is_weak(q) and 0 <= q.value <= 16 and not E.is_weak(p):
+        return p ** q
+    if E.is_weak(q) and q.value < 0:
+        raise sl.AlgorithmError(f"pow: an integer tensor to the negative power {q.value} is not "
+                                "an integer (numpy and torch refuse it too); cast the tensor "
+                                "to a float type first")
+    p, q = E.unify("pow", p, q)
+    p, q = E.fix_weak(p), E.fix_weak(q)
+    r = sl.pow(sl.cast(sl.float64, p), sl.cast(sl.float64, q))
+    # |r| < 1 only for negative exponents: truncating toward zero gives torch's 0
+    r = sl.select(q < 0, r, sl.floor(r + 0.5))
+    # to 64 bits, then narrowing wraps as numpy's overflow does; a float beyond the 64-bit
+    # range has no defined integer conversion, so it gives 0
+    up = sl.cast(sl.uint64, sl.select((r >= 0) & (r < 2.0 ** 64), r, 0.0))
+    down = sl.cast(sl.int64, sl.select((r < 0) & (r >= -2.0 ** 63), r, 0.0))
+    return sl.select(r >= 0, sl.cast(p.dtype, up), sl.cast(p.dtype, down))
+
+
 def pow(a, b):  # noqa: A001 - the op's name
-    """``a ** b``: small integer literal exponents multiply out, else float pow: ``x ** 2``."""
-    return elementwise("pow", lambda p, q: p ** q, a, b)
+    """``a ** b``; integer operands give an integer result (as numpy / torch), floats a
+    float one. Example: ``x ** 2``, ``2 ** n`` or ``F.pow(x, y)``."""
+    def fn(p, q):
+        ep, eq = E.to_expr(p), E.to_expr(q)
+        if ep.dtype.is_int and eq.dtype.is_int:
+            return _int_pow(p, q)
+        return p ** q
+    return elementwise("pow", fn, a, b)
 
 
 def neg(x):
@@ -136,19 +219,36 @@ def abs(x):  # noqa: A001
     return elementwise("abs", lambda p: sl.abs(p), x)
 
 
+def _keep_nan(p, r):
+    """``r``, or ``p`` where ``p`` is NaN: ``sl.max(p, q)`` is ``p > q ? p : q``, which drops
+    a NaN in ``p``, while numpy and torch propagate NaN from either operand."""
+    e = E.to_expr(p)
+    if E.is_weak(e) or not e.dtype.is_float:
+        return r
+    return sl.select(e != e, e, r)
+
+
 def maximum(a, b):
-    """Elementwise maximum of two operands: ``F.maximum(x, 0)``."""
-    return elementwise("maximum", lambda p, q: sl.max(p, q), a, b)
+    """Elementwise maximum of two operands (NaN propagates): ``F.maximum(x, 0)``."""
+    return elementwise("maximum", lambda p, q: _keep_nan(p, sl.max(p, q)), a, b)
 
 
 def minimum(a, b):
-    """Elementwise minimum of two operands: ``F.minimum(x, 6)``."""
-    return elementwise("minimum", lambda p, q: sl.min(p, q), a, b)
+    """Elementwise minimum of two operands (NaN propagates): ``F.minimum(x, 6)``."""
+    return elementwise("minimum", lambda p, q: _keep_nan(p, sl.min(p, q)), a, b)
 
 
-def clamp(x, lo, hi):
-    """``min(max(x, lo), hi)`` elementwise: ``F.clamp(x, 0, 6)``."""
-    return elementwise("clamp", lambda p, a, b: sl.clamp(p, a, b), x, lo, hi)
+def clamp(x, min=None, max=None):  # noqa: A002 - torch's argument names
+    """``min(max(x, min), max)`` elementwise (a NaN stays NaN); either bound may be left
+    out, as torch. Example: ``F.clamp(x, 0, 6)`` or ``x.clamp(min=0)``."""
+    lo, hi = min, max
+    if lo is None and hi is None:
+        raise sl.AlgorithmError("clamp: give at least one of min and max")
+    if hi is None:
+        return elementwise("clamp_min", lambda p, a: _keep_nan(p, sl.max(p, a)), x, lo)
+    if lo is None:
+        return elementwise("clamp_max", lambda p, b: _keep_nan(p, sl.min(p, b)), x, hi)
+    return elementwise("clamp", lambda p, a, b: _keep_nan(p, sl.clamp(p, a, b)), x, lo, hi)
 
 
 # ---------------------------------------------------------------------- comparisons
@@ -183,19 +283,61 @@ def ne(a, b):
     return elementwise("ne", lambda p, q: E.binary("ne", p, q), a, b)
 
 
+def _truth(e):
+    """An element as a bool: itself for bool, ``e != 0`` otherwise (numpy / torch)."""
+    e = E.to_expr(e)
+    return e if e.dtype.is_bool else E.binary("ne", e, 0)
+
+
 def logical_and(a, b):
-    """Elementwise ``a & b`` (bitwise for integers, logical for bool): ``(x > 0) & (x < 1)``."""
-    return elementwise("and", lambda p, q: p & q, a, b)
+    """Elementwise logical and, a bool Tensor (non-zero is true, as numpy / torch).
+    Example: ``F.logical_and(x > 0, x < 1)``."""
+    return elementwise("logical_and", lambda p, q: _truth(p) & _truth(q), a, b)
 
 
 def logical_or(a, b):
-    """Elementwise ``a | b`` (bitwise for integers, logical for bool): ``(x < 0) | (x > 1)``."""
-    return elementwise("or", lambda p, q: p | q, a, b)
+    """Elementwise logical or, a bool Tensor: ``F.logical_or(x < 0, x > 1)``."""
+    return elementwise("logical_or", lambda p, q: _truth(p) | _truth(q), a, b)
+
+
+def logical_xor(a, b):
+    """Elementwise logical xor, a bool Tensor: ``F.logical_xor(x > 0, y > 0)``."""
+    return elementwise("logical_xor", lambda p, q: _truth(p) ^ _truth(q), a, b)
 
 
 def logical_not(x):
-    """Elementwise ``~x`` (logical not for bool): ``~(x > 0)``."""
+    """Elementwise logical not, a bool Tensor (``x == 0`` for numbers): ``F.logical_not(m)``."""
+    return elementwise("logical_not", lambda p: ~_truth(p), x)
+
+
+def bitwise_and(a, b):
+    """``a & b``: bitwise for integers, logical for bool: ``(x > 0) & (x < 1)``."""
+    return elementwise("and", lambda p, q: p & q, a, b)
+
+
+def bitwise_or(a, b):
+    """``a | b``: bitwise for integers, logical for bool: ``(x < 0) | (x > 1)``."""
+    return elementwise("or", lambda p, q: p | q, a, b)
+
+
+def bitwise_xor(a, b):
+    """``a ^ b``: bitwise for integers, logical for bool: ``m ^ n``."""
+    return elementwise("xor", lambda p, q: p ^ q, a, b)
+
+
+def bitwise_not(x):
+    """``~x``: bitwise not for integers, logical not for bool: ``~(x > 0)``."""
     return elementwise("not", lambda p: ~p, x)
+
+
+def left_shift(a, b):
+    """``a << b`` for integers: ``x << 2``."""
+    return elementwise("shl", lambda p, q: p << q, a, b)
+
+
+def right_shift(a, b):
+    """``a >> b`` for integers (arithmetic for signed types): ``x >> 1``."""
+    return elementwise("shr", lambda p, q: p >> q, a, b)
 
 
 # ---------------------------------------------------------------------- math
@@ -245,13 +387,17 @@ def erf(x):
 
 
 def floor(x):
-    """Round down (float): ``F.floor(x)``."""
-    return _math("floor", x)
+    """Round down; integers and bools are returned unchanged, as numpy and torch do.
+    Example: ``F.floor(x)``."""
+    x = as_tensor(x, "floor")
+    return x if not x.dtype.is_float else _math("floor", x)
 
 
 def ceil(x):
-    """Round up (float): ``F.ceil(x)``."""
-    return _math("ceil", x)
+    """Round up; integers and bools are returned unchanged, as numpy and torch do.
+    Example: ``F.ceil(x)``."""
+    x = as_tensor(x, "ceil")
+    return x if not x.dtype.is_float else _math("ceil", x)
 
 
 def _float(e):
@@ -264,8 +410,8 @@ def sigmoid(x):
 
 
 def relu(x):
-    """``max(x, 0)``, keeping the dtype: ``F.relu(x)``."""
-    return elementwise("relu", lambda p: sl.max(p, 0), x)
+    """``max(x, 0)``, keeping the dtype (NaN stays NaN, as torch): ``F.relu(x)``."""
+    return elementwise("relu", lambda p: sl.select(p < 0, 0, p), x)
 
 
 def gelu(x):

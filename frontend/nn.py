@@ -73,34 +73,55 @@ def _reduce(kind, x, axis, keepdims):
 def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001 - the op's name
     """Sum over ``axis`` (None: all; int or tuple; negative ok; ``dim=`` / ``keepdim=`` as in
     torch are accepted too). Floats keep their dtype; bools and narrower integers accumulate
-    in 64 bits as numpy and torch do (unsigned in uint64). Example: ``x.sum(-1, keepdims=True)``."""
+    in 64 bits as numpy and torch do (unsigned in uint64), float16 / bfloat16 in float32.
+    Example: ``x.sum(-1, keepdims=True)``."""
     axis, keepdims = _axis_alias("sum", axis, keepdims, dim, keepdim)
     x = EW.as_tensor(x, "sum")
     dt = x.dtype
     if dt.is_bool or (dt.is_int and dt.bits < 64):
         x = EW.cast(x, sl.uint64 if dt.is_unsigned else sl.int64)
+    if dt.is_float and dt.bits < 32:
+        # half-precision sums accumulate in float32 and round once, as torch does
+        return EW.cast(_reduce("sum", EW.cast(x, sl.float32), axis, keepdims), dt)
     return _reduce("sum", x, axis, keepdims)
 
 
+def _is_operand(v):
+    """A second argument of max / min that is data, not an axis (torch's ``max(a, b)``)."""
+    return isinstance(v, (Tensor, np.ndarray, float, np.floating))
+
+
 def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
-    """Maximum over ``axis`` (values only): ``x.max(axis=1)``."""
+    """Maximum over ``axis`` (values only): ``x.max(axis=1)``. With a Tensor (or array)
+    in place of the axis it is torch's elementwise form: ``F.max(a, b)`` is
+    ``F.maximum(a, b)``."""
+    if _is_operand(axis):
+        return EW.maximum(x, axis)
     axis, keepdims = _axis_alias("max", axis, keepdims, dim, keepdim)
     return _reduce("max", x, axis, keepdims)
 
 
 def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
-    """Minimum over ``axis`` (values only): ``x.min(axis=(0, 1))``."""
+    """Minimum over ``axis`` (values only): ``x.min(axis=(0, 1))``. ``F.min(a, b)`` with a
+    Tensor ``b`` is ``F.minimum(a, b)``, as torch."""
+    if _is_operand(axis):
+        return EW.minimum(x, axis)
     axis, keepdims = _axis_alias("min", axis, keepdims, dim, keepdim)
     return _reduce("min", x, axis, keepdims)
 
 
 def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
-    """Mean over ``axis``; integers give float32: ``x.mean(-1)``."""
+    """Mean over ``axis``; integers give float32 (summed in 64 bits first), float16 /
+    bfloat16 are averaged in float32. Example: ``x.mean(-1)``."""
     axis, keepdims = _axis_alias("mean", axis, keepdims, dim, keepdim)
     x = EW.as_tensor(x, "mean")
     axes = _axes(axis, x.ndim, "mean")
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    return EW.div(_reduce("sum", x, axes, keepdims), count)
+    if x.dtype.is_float and x.dtype.bits < 32:
+        # half precision: accumulate and divide in float32, round once (torch)
+        return EW.cast(mean(EW.cast(x, sl.float32), axes, keepdims), x.dtype)
+    # sum() accumulates small integers in 64 bits (a uint8 mean must not wrap)
+    return EW.div(sum(x, axes, keepdims), count)
 
 
 # ---------------------------------------------------------------------- matmul
@@ -109,7 +130,7 @@ def matmul(a, b):
     """Matrix product with torch / numpy semantics: 2-D, batched N-D with broadcasting of
     the batch dims, and 1-D operands (a vector is promoted, then its dim removed).
     Example: ``(Tensor(a) @ Tensor(b)).numpy()``."""
-    a, b = EW.as_tensor(a, "matmul"), EW.as_tensor(b, "matmul")
+    a, b = EW.promote_operands([EW.as_tensor(a, "matmul"), EW.as_tensor(b, "matmul")])
     if a.ndim == 0 or b.ndim == 0:
         raise sl.AlgorithmError(f"matmul: both operands need at least 1 dimension, got shapes "
                                 f"{a.shape} and {b.shape}")
@@ -169,21 +190,21 @@ def log_softmax(x, axis=-1, *, dim=None):
     return EW.sub(z, EW.log(sum(EW.exp(z), axis, keepdims=True)))
 
 
-def layernorm(x, weight=None, bias=None, eps=1e-5):
-    """Layer normalisation over the last axis (torch ``layer_norm``, biased variance):
-    ``(x - mean) / sqrt(var + eps) * weight + bias``. Example: ``x.layernorm(w, b)``."""
-    x = EW.as_tensor(x, "layernorm")
-    if x.ndim == 0:
-        raise sl.AlgorithmError("layernorm: needs at least one dimension")
-    d = x.shape[-1]
-    weight = None if weight is None else EW.as_tensor(weight, "layernorm weight")
-    bias = None if bias is None else EW.as_tensor(bias, "layernorm bias")
+def _layernorm(op, x, shape, weight, bias, eps):
+    """Normalise ``x`` over its trailing dims ``shape`` (biased variance, as torch)."""
+    k = len(shape)
+    if x.ndim < k or x.shape[x.ndim - k:] != shape or k == 0:
+        raise sl.AlgorithmError(f"{op}: normalized_shape {shape} must be the trailing dims of the "
+                                f"input (shape {x.shape}) and not empty")
+    weight = None if weight is None else EW.as_tensor(weight, f"{op} weight")
+    bias = None if bias is None else EW.as_tensor(bias, f"{op} bias")
     for name, p in (("weight", weight), ("bias", bias)):
-        if p is not None and p.shape != (d,):
-            raise sl.AlgorithmError(f"layernorm: {name} has shape {p.shape}, expected ({d},) "
-                                    f"for input of shape {x.shape}")
-    xc = EW.sub(x, mean(x, -1, keepdims=True))
-    var = mean(EW.mul(xc, xc), -1, keepdims=True)
+        if p is not None and p.shape != shape:
+            raise sl.AlgorithmError(f"{op}: {name} has shape {p.shape}, expected {shape} for "
+                                    f"input of shape {x.shape}")
+    axes = tuple(range(x.ndim - k, x.ndim))
+    xc = EW.sub(x, mean(x, axes, keepdims=True))
+    var = mean(EW.mul(xc, xc), axes, keepdims=True)
     out = EW.mul(xc, EW.rsqrt(EW.add(var, float(eps))))
     if weight is not None:
         out = EW.mul(out, weight)
@@ -192,7 +213,35 @@ def layernorm(x, weight=None, bias=None, eps=1e-5):
     return out
 
 
-layer_norm = layernorm
+def layernorm(x, weight=None, bias=None, eps=1e-5):
+    """Layer normalisation over the last axis (torch ``layer_norm``, biased variance):
+    ``(x - mean) / sqrt(var + eps) * weight + bias``. Example: ``x.layernorm(w, b)``."""
+    x = EW.as_tensor(x, "layernorm")
+    if x.ndim == 0:
+        raise sl.AlgorithmError("layernorm: needs at least one dimension")
+    return _layernorm("layernorm", x, x.shape[-1:], weight, bias, eps)
+
+
+def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5):
+    """torch's ``layer_norm(x, normalized_shape, weight, bias, eps)``: normalise over the
+    trailing dims ``normalized_shape`` (an int or a tuple; None: the last axis). A Tensor
+    or array in its place is the weight, as ``layernorm(x, weight, bias, eps)``.
+    Example: ``F.layer_norm(x, (64,), w, b)`` or ``x.layer_norm(x.shape[-1:])``."""
+    x = EW.as_tensor(x, "layer_norm")
+    if isinstance(normalized_shape, (Tensor, np.ndarray)):
+        # the layernorm(x, weight, bias, eps) form: each argument sits one place earlier
+        if isinstance(bias, (int, float)) and not isinstance(bias, bool):
+            eps = bias
+        return layernorm(x, normalized_shape, weight, eps)
+    if x.ndim == 0:
+        raise sl.AlgorithmError("layer_norm: needs at least one dimension")
+    if normalized_shape is None:
+        shape = x.shape[-1:]
+    else:
+        items = normalized_shape if isinstance(normalized_shape, (tuple, list)) \
+            else (normalized_shape,)
+        shape = S.shape_args((tuple(items),), "layer_norm normalized_shape")
+    return _layernorm("layer_norm", x, shape, weight, bias, eps)
 
 
 # ---------------------------------------------------------------------- convolution / pooling
@@ -224,14 +273,21 @@ def _conv_padding(padding, kernel, dilation, stride):
 
 
 def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """2-D convolution as torch (cross-correlation): ``x`` is (N, C, H, W), ``w`` is
-    (O, C // groups, KH, KW), optional ``bias`` (O,). ``padding`` is an int, a pair,
-    ``"valid"`` or ``"same"``; zero padding is an index map.
+    """2-D convolution as torch (cross-correlation): ``x`` is (N, C, H, W) (or unbatched
+    (C, H, W)), ``w`` is (O, C // groups, KH, KW), optional ``bias`` (O,). ``padding`` is
+    an int, a pair, ``"valid"`` or ``"same"``; zero padding is an index map.
     Example: ``F.conv2d(x, w, stride=2, padding=1, groups=2)``."""
     x, w = EW.as_tensor(x, "conv2d"), EW.as_tensor(w, "conv2d")
+    if x.ndim == 3 and w.ndim == 4:
+        # an unbatched (C, H, W) input, as torch accepts: a batch of one
+        out = conv2d(S.unsqueeze(x, 0), w, bias, stride, padding, dilation, groups)
+        return S.squeeze(out, 0)
     if x.ndim != 4 or w.ndim != 4:
-        raise sl.AlgorithmError(f"conv2d: needs x (N, C, H, W) and w (O, C/groups, KH, KW), got "
-                                f"shapes {x.shape} and {w.shape}")
+        raise sl.AlgorithmError(f"conv2d: needs x (N, C, H, W) or (C, H, W) and w (O, C/groups, "
+                                f"KH, KW), got shapes {x.shape} and {w.shape}")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+        raise sl.AlgorithmError(f"conv2d: groups must be an int >= 1, got {groups!r}")
+    x, w = EW.promote_operands([x, w])
     (sh, sw), (dh, dw) = _pair(stride, "conv2d stride"), _pair(dilation, "conv2d dilation")
     N, C, H, W = x.shape
     O, Cg, KH, KW = w.shape
@@ -295,45 +351,101 @@ def _conv_bias(out, bias, O):
     return out
 
 
-def _pool(kind, x, kernel_size, stride, padding):
+def _pool_extent(n, k, s, p, d, ceil_mode):
+    """torch's pooled size of a dim of ``n`` (kernel k, stride s, padding p, dilation d):
+    with ``ceil_mode`` a partial last window counts if it starts inside the input or the
+    left padding."""
+    span = n + 2 * p - d * (k - 1) - 1
+    out = (span + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def _pool(kind, x, kernel_size, stride, padding, dilation=1, ceil_mode=False,
+          count_include_pad=True, divisor_override=None):
     x = EW.as_tensor(x, kind)
     if x.ndim < 2:
         raise sl.AlgorithmError(f"{kind}: needs at least 2 dims (..., H, W), got shape {x.shape}")
     kh, kw = _pair(kernel_size, f"{kind} kernel_size")
     sh, sw = _pair(kernel_size if stride is None else stride, f"{kind} stride")
     ph, pw = _pair(padding, f"{kind} padding")
+    dh, dw = _pair(dilation, f"{kind} dilation")
+    if builtins.min(kh, kw) < 1 or builtins.min(sh, sw) < 1 or builtins.min(dh, dw) < 1:
+        raise sl.AlgorithmError(f"{kind}: kernel_size, stride and dilation must be >= 1, got "
+                                f"kernel_size={kernel_size!r}, stride={stride!r}, "
+                                f"dilation={dilation!r}")
     if ph > kh // 2 or pw > kw // 2 or builtins.min(ph, pw) < 0:
         raise sl.AlgorithmError(f"{kind}: padding {(ph, pw)} must be >= 0 and at most half the "
                                 f"kernel size {(kh, kw)}")
+    if divisor_override is not None and (isinstance(divisor_override, bool) or not isinstance(
+            divisor_override, (int, np.integer)) or divisor_override < 1):
+        raise sl.AlgorithmError(f"{kind}: divisor_override must be None or an int >= 1, got "
+                                f"{divisor_override!r}")
     H, W = x.shape[-2:]
-    Ho, Wo = (H + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
+    Ho = _pool_extent(H, kh, sh, ph, dh, ceil_mode)
+    Wo = _pool_extent(W, kw, sw, pw, dw, ceil_mode)
     if Ho <= 0 or Wo <= 0:
-        raise sl.AlgorithmError(f"{kind}: kernel {(kh, kw)} is larger than the padded input "
-                                f"{(H + 2 * ph, W + 2 * pw)}")
+        raise sl.AlgorithmError(f"{kind}: kernel {(kh, kw)} (dilation {(dh, dw)}) is larger than "
+                                f"the padded input {(H + 2 * ph, W + 2 * pw)}")
     if kind == "max_pool2d":
         value = -float("inf") if x.dtype.is_float else x.dtype.min_value()
     else:
         value = 0
+    # ceil_mode's last window may reach past the right padding: pad that far (it reads
+    # the same -inf / 0, and the divisor below leaves it out as torch does)
+    rh = builtins.max(ph, (Ho - 1) * sh + dh * (kh - 1) + 1 - H - ph)
+    rw = builtins.max(pw, (Wo - 1) * sw + dw * (kw - 1) + 1 - W - pw)
     lead = x.ndim - 2
-    xp = S.pad(x, ((0, 0),) * lead + ((ph, ph), (pw, pw)), value=value)
+    xp = S.pad(x, ((0, 0),) * lead + ((ph, rh), (pw, rw)), value=value)
 
     def body(iv):
         r = sl.RDom(kh, kw, name=fresh_name("r"))
-        e = xp.element(list(iv[:-2]) + [iv[-2] * sh + r.x, iv[-1] * sw + r.y])
+        e = xp.element(list(iv[:-2]) + [iv[-2] * sh + (r.x * dh if dh != 1 else r.x),
+                                        iv[-1] * sw + (r.y * dw if dw != 1 else r.y)])
         return sl.maximum(e) if kind == "max_pool2d" else sl.sum(e)
-    out = Tensor.materialize(kind, ((kh, kw), (sh, sw), (ph, pw)), [xp],
-                             x.shape[:-2] + (Ho, Wo), body)
-    return out if kind == "max_pool2d" else EW.div(out, kh * kw)
+    params = ((kh, kw), (sh, sw), (ph, pw), (dh, dw), bool(ceil_mode), bool(count_include_pad),
+              divisor_override)
+    out = Tensor.materialize(kind, params, [xp], x.shape[:-2] + (Ho, Wo), body)
+    if kind == "max_pool2d":
+        return out
+    if divisor_override is not None:
+        return EW.div(out, int(divisor_override))
+    full_windows = not ceil_mode or (rh == ph and rw == pw)
+    if count_include_pad and full_windows:
+        return EW.div(out, kh * kw)
+    return _avg_divide(out, params, (H, W))
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0):
+def _avg_divide(total, params, size):
+    """``total`` divided per output pixel by torch's avg_pool2d divisor: the window's
+    extent clipped to the padded input (``count_include_pad``) or to the input itself."""
+    (kh, kw), (sh, sw), (ph, pw), _, _, include_pad, _ = params
+    dt = total.dtype if total.dtype.is_float else sl.float32
+
+    def extent(o, k, s, p, n):
+        start = o * s - p
+        if include_pad:
+            return sl.min(start + k, n + p) - start
+        return sl.min(start + k, n) - sl.max(start, 0)
+
+    def index_fn(idx):
+        count = extent(idx[-2], kh, sh, ph, size[0]) * extent(idx[-1], kw, sw, pw, size[1])
+        return sl.cast(dt, total.element(idx)) / sl.cast(dt, count)
+    return Tensor.make("avg_pool2d_divide", params, [total], total.shape, dt, index_fn)
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """Max pooling over the last two dims (torch; padding reads -inf, stride defaults to
-    the kernel size). Example: ``x.max_pool2d(3, stride=2, padding=1)``."""
-    return _pool("max_pool2d", x, kernel_size, stride, padding)
+    the kernel size; ``dilation`` and ``ceil_mode`` as torch).
+    Example: ``x.max_pool2d(3, stride=2, padding=1)``."""
+    return _pool("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0):
-    """Average pooling over the last two dims (torch, ``count_include_pad=True``: padded
-    zeros count). Example: ``x.avg_pool2d(2)``."""
-    return _pool("avg_pool2d", x, kernel_size, stride, padding)
-
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Average pooling over the last two dims (torch: by default ``count_include_pad=True``,
+    padded zeros count; ``ceil_mode`` and ``divisor_override`` as torch).
+    Example: ``x.avg_pool2d(2)`` or ``F.avg_pool2d(x, 3, 1, 1, count_include_pad=False)``."""
+    return _pool("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode,
+                 count_include_pad, divisor_override)

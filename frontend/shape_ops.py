@@ -16,7 +16,7 @@ import schedlang as sl
 from schedlang.algo import expr as E
 from schedlang.algo import types as T
 
-from .elementwise import as_tensor
+from .elementwise import as_tensor, promote_operands
 from .tensor import Tensor, scalar_key
 
 _INT32_MAX = 2**31 - 1
@@ -36,9 +36,14 @@ def normalize_axis(axis, ndim, op):
     return int(axis) % max(ndim, 1)
 
 
-def _shape_args(shape):
+def shape_args(shape, op):
+    """Sizes given as ``f(x, 2, 3)`` or ``f(x, (2, 3))``; each must be an int."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    for s in shape:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
+            raise sl.AlgorithmError(f"{op}: sizes and dims must be ints, got {s!r} in "
+                                    f"{tuple(shape)!r}")
     return tuple(int(s) for s in shape)
 
 
@@ -80,7 +85,7 @@ def reshape(x, *shape):
     divides the first index.
     """
     x = as_tensor(x, "reshape")
-    shape = _shape_args(shape)
+    shape = shape_args(shape, "reshape")
     if shape.count(-1) > 1:
         raise sl.AlgorithmError(f"reshape{shape}: at most one dimension may be -1")
     known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
@@ -157,7 +162,7 @@ def permute(x, *dims):
     """Reorder dims (no copy): ``x.permute(0, 2, 1)``; output dim ``d`` is source dim
     ``dims[d]``, as torch / ``np.transpose(x, dims)``."""
     x = as_tensor(x, "permute")
-    dims = _shape_args(dims)
+    dims = shape_args(dims, "permute")
     norm = [normalize_axis(d, x.ndim, "permute") for d in dims]
     if sorted(norm) != list(range(x.ndim)):
         raise sl.AlgorithmError(f"permute{dims}: not a permutation of the {x.ndim} dims of a "
@@ -174,15 +179,23 @@ def permute(x, *dims):
     return Tensor.make("permute", tuple(norm), [x], shape, x.dtype, index_fn)
 
 
-def transpose(x, dim0=-2, dim1=-1, *more):
-    """Swap two dims (no copy, torch): ``x.transpose(0, 1)``; the last two by default.
-    A full axis order, as numpy's ``transpose(axes)``, is a permute:
-    ``x.transpose((2, 0, 1))`` or ``x.transpose(2, 0, 1)``."""
+def transpose(x, dim0=None, dim1=None, *more):
+    """Swap two dims (no copy, torch): ``x.transpose(0, 1)``. Without dims it reverses
+    them all, as numpy's ``x.transpose()`` (for 2-D: the matrix transpose). A full axis
+    order, as numpy's ``transpose(axes)``, is a permute: ``x.transpose((2, 0, 1))`` or
+    ``x.transpose(2, 0, 1)``."""
     x = as_tensor(x, "transpose")
-    if isinstance(dim0, (tuple, list)) and dim1 == -1 and not more:
+    if dim0 is None and dim1 is None and not more:
+        return permute(x, *reversed(range(x.ndim)))
+    if isinstance(dim0, (tuple, list)) and dim1 is None and not more:
         return permute(x, *dim0)
     if more:
         return permute(x, dim0, dim1, *more)
+    if dim1 is None:
+        if x.ndim == 1:
+            return permute(x, dim0)
+        raise sl.AlgorithmError(f"transpose: give two dims to swap, a full axis order or none, "
+                                f"got only {dim0!r} for a tensor of shape {x.shape}")
     a = normalize_axis(dim0, x.ndim, "transpose")
     b = normalize_axis(dim1, x.ndim, "transpose")
     dims = list(range(x.ndim))
@@ -194,7 +207,7 @@ def expand(x, *shape):
     """Broadcast to ``shape`` (torch ``expand``; ``-1`` keeps a dim, new dims lead).
     Example: ``Tensor(np.ones((3, 1))).expand(2, 3, 4)``."""
     x = as_tensor(x, "expand")
-    shape = _shape_args(shape)
+    shape = shape_args(shape, "expand")
     lead = len(shape) - x.ndim
     if lead < 0:
         raise sl.AlgorithmError(f"expand: the target {shape} has fewer dims than the tensor "
@@ -223,6 +236,8 @@ def expand(x, *shape):
 # ---------------------------------------------------------------------- pad
 
 def _pad_widths(pad_width, ndim):
+    """numpy.pad's widths: ``n``, ``(n,)``, ``(before, after)``, ``((before, after),)`` (all
+    broadcast to every dim) or one ``(before, after)`` pair per dim."""
     w = np.asarray(pad_width, dtype=object)
     try:
         if w.ndim == 0:
@@ -231,8 +246,12 @@ def _pad_widths(pad_width, ndim):
             pairs = [(int(w[0]), int(w[1]))] * ndim
         elif w.ndim == 1 and len(w) == 1:
             pairs = [(int(w[0]), int(w[0]))] * ndim
+        elif w.ndim == 2 and w.shape == (1, 2):
+            pairs = [(int(w[0, 0]), int(w[0, 1]))] * ndim
         else:
             pairs = [(int(a), int(b)) for a, b in pad_width]
+        if any(isinstance(v, (bool, float, np.floating)) for v in w.flat):
+            pairs = None        # numpy refuses non-integer widths too
     except (TypeError, ValueError):
         pairs = None
     if pairs is None or len(pairs) != ndim or any(a < 0 or b < 0 for a, b in pairs):
@@ -241,13 +260,62 @@ def _pad_widths(pad_width, ndim):
     return pairs
 
 
-def pad(x, pad_width, value=0):
-    """Constant padding, numpy-style widths (no copy): ``x.pad(((0, 0), (1, 2)), value=-1)``.
+def _pad_value(x, value):
+    """The fill of a constant pad in ``x``'s dtype (numpy.pad keeps the array's dtype: a
+    float fill of an int array is truncated)."""
+    if isinstance(value, np.generic):
+        value = value.item()        # a numpy scalar must not promote the result
+    if not isinstance(value, (bool, int, float)):
+        raise sl.AlgorithmError(f"pad: the fill value must be a number, got {value!r}")
+    if x.dtype.is_bool:
+        return bool(value)
+    if x.dtype.is_int:
+        if isinstance(value, float):
+            if not np.isfinite(value):
+                raise sl.AlgorithmError(f"pad: cannot fill an integer tensor ({x.dtype}) with "
+                                        f"{value}")
+            value = int(value)
+        if not T.literal_fits(int(value), x.dtype):
+            raise sl.AlgorithmError(f"pad: the fill value {value} does not fit the tensor's "
+                                    f"dtype {x.dtype}")
+        return int(value)
+    return float(value)
 
-    Reads outside the source give ``value``; the source index is clamped into range, so
-    every read is provably in bounds.
+
+def _source_index(j, a, n, mode):
+    """The source index read by output index ``j`` of a dim of size ``n`` padded by ``a``
+    before, for the numpy.pad ``mode`` (every result is inside [0, n))."""
+    k = j - a if a else j
+    if mode == "edge":
+        return _clamp(k, n)
+    if mode == "wrap":
+        return k % n
+    if mode == "reflect":           # the edge is not repeated: period 2n - 2
+        if n == 1:
+            return _const(0)
+        m = k % (2 * n - 2)
+        return _clamp(sl.select(m < n, m, 2 * n - 2 - m), n)    # (clamp: provably in range)
+    m = k % (2 * n)                 # symmetric: the edge is repeated, period 2n
+    return _clamp(sl.select(m < n, m, 2 * n - 1 - m), n)
+
+
+PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+
+
+def pad(x, pad_width, value=0, mode="constant", *, constant_values=None):
+    """Padding with numpy.pad's widths and modes, as an index map (no copy):
+    ``x.pad(((0, 0), (1, 2)), value=-1)``, ``F.pad(x, 1, mode="reflect")``.
+
+    ``mode`` is ``"constant"`` (reads outside give ``value``, also spelled
+    ``constant_values=`` as numpy; the source index is clamped so every read is provably
+    in bounds), ``"edge"``, ``"reflect"``, ``"symmetric"`` or ``"wrap"``. The result keeps
+    ``x``'s dtype, as numpy.
     """
     x = as_tensor(x, "pad")
+    if constant_values is not None:
+        value = constant_values
+    if mode not in PAD_MODES:
+        raise sl.AlgorithmError(f"pad: mode {mode!r} is not one of {', '.join(PAD_MODES)}")
     pairs = _pad_widths(pad_width, x.ndim)
     if all(a == 0 and b == 0 for a, b in pairs):
         return x
@@ -255,6 +323,12 @@ def pad(x, pad_width, value=0):
         if n == 0 and (a or b):
             raise sl.AlgorithmError(f"pad: cannot pad an empty dimension of shape {x.shape}")
     shape = tuple(n + a + b for (a, b), n in zip(pairs, x.shape))
+    if mode != "constant":
+        def index_map(idx):
+            return x.element([j if a == 0 and b == 0 else _source_index(j, a, n, mode)
+                              for j, (a, b), n in zip(idx, pairs, x.shape)])
+        return Tensor.make("pad", (tuple(pairs), mode), [x], shape, x.dtype, index_map)
+    value = _pad_value(x, value)
 
     def index_fn(idx):
         inside, src = None, []
@@ -266,9 +340,7 @@ def pad(x, pad_width, value=0):
             inside = ok if inside is None else inside & ok
             src.append(_clamp(j - a, n) if a else _clamp(j, n))
         return sl.select(inside, x.element(src), value)
-    probe = sl.select(E.Var("_c", sl.bool), E.Var("_p", x.dtype), value)
-    return Tensor.make("pad", (tuple(pairs), scalar_key(value)), [x], shape, probe.dtype,
-                       index_fn)
+    return Tensor.make("pad", (tuple(pairs), scalar_key(value)), [x], shape, x.dtype, index_fn)
 
 
 # ---------------------------------------------------------------------- getitem
@@ -285,8 +357,9 @@ def getitem(x, key):
     if used > x.ndim:
         raise sl.AlgorithmError(f"getitem: too many indices ({used}) for a tensor of shape "
                                 f"{x.shape}")
-    if Ellipsis in key:
-        e = key.index(Ellipsis)
+    ellipsis = [n for n, k in enumerate(key) if k is Ellipsis]   # by identity: no Tensor ==
+    if ellipsis:
+        e = ellipsis[0]
         key = key[:e] + (slice(None),) * (x.ndim - used) + key[e + 1:]
     else:
         key = key + (slice(None),) * (x.ndim - used)
@@ -397,10 +470,15 @@ def _is_axis(v):
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
-def concat(tensors, *more, axis=None):
-    """Join tensors along ``axis`` (default 0; no copy: a select on the index), promoting
-    dtypes. Example: ``F.concat([a, b], axis=1)``. The method's form works as a function
-    too: ``F.concat(a, [b, c], 1)`` / ``a.concat(b, axis=1)`` join ``a, b, c``."""
+def concat(tensors, *more, axis=None, dim=None):
+    """Join tensors along ``axis`` (default 0; torch's ``dim=`` too; no copy: a select on the
+    index), promoting dtypes as numpy. Example: ``F.concat([a, b], axis=1)``. The method's
+    form works as a function too: ``F.concat(a, [b, c], 1)`` / ``a.concat(b, axis=1)`` join
+    ``a, b, c``."""
+    if dim is not None:
+        if axis is not None:
+            raise sl.AlgorithmError("concat: give axis= or dim=, not both")
+        axis = dim
     more = list(more)
     if more and _is_axis(more[-1]):             # the axis given positionally
         if axis is not None:
@@ -426,6 +504,7 @@ def concat(tensors, *more, axis=None):
             raise sl.AlgorithmError(f"concat(axis={axis}): shapes "
                                     f"{', '.join(str(u.shape) for u in tensors)} differ outside "
                                     "the concatenation axis")
+    tensors = promote_operands(tensors)
     tensors = [t for t in tensors if t.shape[ax] > 0] or tensors[:1]
     if len(tensors) == 1:
         return tensors[0]

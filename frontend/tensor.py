@@ -80,7 +80,12 @@ class Tensor:
     __array_ufunc__ = None   # numpy arrays on the left of an operator defer to Tensor
 
     def __init__(self, data):
-        arr = np.asarray(data)
+        try:
+            arr = np.asarray(data)
+        except (TypeError, ValueError) as e:
+            raise sl.AlgorithmError(f"Tensor: cannot make an array of {type(data).__name__} "
+                                    f"data ({e}); give a numpy array or a rectangular nested "
+                                    "list of numbers") from None
         if arr.ndim:         # (np.ascontiguousarray would make a 0-d array 1-d)
             arr = np.ascontiguousarray(arr)
         dtype = T.from_numpy(arr.dtype)
@@ -121,8 +126,14 @@ class Tensor:
         The Tensor reads ``sl.Input(name, dtype, shape)``; compile a result with
         ``sl.compile(y)`` and call the kernel with ``kern(x=array)``. Shapes are ints.
         """
-        if isinstance(shape, int):
+        if not isinstance(name, str) or not name:
+            raise sl.AlgorithmError(f"Tensor.input: the name must be a non-empty str (the "
+                                    f"kernel's keyword argument), got {name!r}")
+        if isinstance(shape, (int, np.integer)):
             shape = (shape,)
+        if not isinstance(shape, (tuple, list)):
+            raise sl.AlgorithmError(f"Tensor.input({name!r}): shape must be a tuple of ints, got "
+                                    f"{shape!r}")
         shape = tuple(shape)
         for s in shape:
             if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:

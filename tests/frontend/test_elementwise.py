@@ -119,3 +119,94 @@ def test_broadcast_mismatch_names_shapes():
 def test_broadcast_shapes_helper():
     assert F.broadcast_shapes((2, 1), (3,)) == (2, 3)
     assert F.broadcast_shapes((1,), ()) == (1,)
+
+
+# ---------------------------------------------------------------------- conformance fixes
+
+def test_int64_mixed_with_floats_promotes_to_float64_as_numpy():
+    # np.arange gives int64, which has no lossless common type with a float: numpy
+    # computes in float64 (the algorithm language alone would ask for a cast)
+    n = np.arange(10, dtype=np.int64)
+    h = B.astype(np.float16)
+    check(Tensor(n) * Tensor(B), n * B)
+    check(Tensor(n) + Tensor(B.astype(np.float64)), n + B.astype(np.float64))
+    check(Tensor(n) < Tensor(h), n < h)
+    check(F.maximum(Tensor(n.astype(np.uint64)), Tensor(n - 5)),
+          np.maximum(n.astype(np.uint64), n - 5))
+    check(F.where(Tensor(B > 0), Tensor(n), Tensor(B)), np.where(B > 0, n, B))
+    check(Tensor(n) * np.float32(0.5), n * np.float32(0.5))
+
+
+def test_mixed_promotion_in_a_compiled_kernel():
+    x = Tensor.input("x", (10,), sl.int64)
+    y = Tensor.input("y", (3, 10))
+    out = sl.compile(x * y)(x=np.arange(10), y=A)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, np.arange(10) * A)
+
+
+def test_integer_pow_stays_integer():
+    base = np.array([2, 3, -2, 5, 0, 1], np.int32)
+    exp_ = np.array([3, 2, 3, 0, 4, 30], np.int32)
+    check(Tensor(base) ** Tensor(exp_), base ** exp_)
+    check(2 ** Tensor(exp_[:4]), 2 ** exp_[:4])
+    check(F.pow(Tensor(base.astype(np.int64)), 20), base.astype(np.int64) ** 20)
+    check(Tensor(np.array([3, 2], np.uint8)) ** Tensor(np.array([5, 9], np.uint8)),
+          np.array([3, 2], np.uint8) ** np.array([5, 9], np.uint8))      # wraps, as numpy
+    k = np.arange(70, dtype=np.int64)
+    check(2 ** Tensor(k), 2 ** k)           # 2**63 wraps, and beyond 64 bits it is 0
+    x = Tensor.input("x", (6,), sl.int32)
+    np.testing.assert_array_equal(sl.compile(x ** 3)(x=base), base ** 3)
+
+
+def test_integer_pow_with_negative_exponents():
+    # a tensor exponent below zero gives torch's result: 0 unless the base is 1 or -1
+    base = np.array([2, 1, -1, -1, 3], np.int32)
+    exp_ = np.array([-1, -3, -3, -2, -2], np.int32)
+    check(Tensor(base) ** Tensor(exp_), np.array([0, 1, -1, 1, 0], np.int32))
+    with pytest.raises(sl.AlgorithmError, match="pow.*negative power -1"):
+        Tensor(base) ** -1
+
+
+def test_floor_and_ceil_keep_integers():
+    check(F.floor(Tensor(I)), np.floor(I))          # numpy 2 and torch keep int32
+    check(Tensor(I).ceil(), np.ceil(I))
+    check(Tensor(A).floor(), np.floor(A))
+
+
+def test_logical_ops_give_bool_bitwise_ops_keep_ints():
+    check(F.logical_not(Tensor(I)), np.logical_not(I))
+    check(F.logical_and(Tensor(I), Tensor(J)), np.logical_and(I, J))
+    check(Tensor(I).logical_or(Tensor(A)), np.logical_or(I, A))
+    check(F.logical_xor(Tensor(I > 0), Tensor(A > 0)), np.logical_xor(I > 0, A > 0))
+    check(Tensor(I) & Tensor(J), I & J)
+    check(Tensor(I) | 3, I | 3)
+    check(Tensor(I) ^ Tensor(J), I ^ J)
+    check(~Tensor(I), ~I)
+    check(~(Tensor(A) > 0), ~(A > 0))
+    check(Tensor(J) << 2, J << 2)
+    check(Tensor(I) >> 1, I >> 1)
+
+
+def test_nan_propagates_through_relu_maximum_minimum_clamp():
+    v = np.array([np.nan, -1.0, 2.0, np.nan], np.float32)
+    w = np.array([0.0, np.nan, 1.0, np.nan], np.float32)
+    check(F.relu(Tensor(v)), np.where(np.isnan(v), v, np.maximum(v, 0)))
+    check(F.maximum(Tensor(v), Tensor(w)), np.maximum(v, w))
+    check(F.minimum(Tensor(v), Tensor(w)), np.minimum(v, w))
+    check(Tensor(v).clamp(0, 1), np.clip(v, 0, 1))
+
+
+def test_clamp_with_one_bound():
+    check(Tensor(A).clamp(min=0), np.maximum(A, 0))
+    check(F.clamp(Tensor(I), max=3), np.minimum(I, 3))
+    check(Tensor(A).clamp(-0.5, 0.5), np.clip(A, -0.5, 0.5))
+    with pytest.raises(sl.AlgorithmError, match="clamp"):
+        F.clamp(Tensor(A))
+
+
+def test_bad_data_is_an_error_naming_the_op():
+    with pytest.raises(sl.AlgorithmError, match="mul.*rectangular"):
+        Tensor(A) * [[1, 2], [3]]
+    with pytest.raises(sl.AlgorithmError, match="Tensor"):
+        Tensor([[1, 2], [3]])

@@ -169,3 +169,126 @@ def test_max_pool_int_and_padding_error():
     check(Tensor(x).max_pool2d(3, 1, 1), np_pool(x, 3, 1, 1, "max"))
     with pytest.raises(sl.AlgorithmError, match="padding"):
         Tensor(x).max_pool2d(2, padding=2)
+
+
+# ---------------------------------------------------------------------- conformance fixes
+
+def test_mean_of_small_ints_does_not_wrap():
+    u8 = np.array([[200, 100, 250]], np.uint8)
+    check(Tensor(u8).mean(1), u8.mean(1).astype(np.float32))
+    big = np.full(1000, 2**30, np.int32)
+    check(Tensor(big).mean(), np.float32(2**30))
+
+
+def test_half_precision_sums_accumulate_in_float32():
+    h = np.full(4096, 0.1, np.float16)
+    ref = np.float16(h.astype(np.float32).sum())
+    check(Tensor(h).sum(), ref, rtol=1e-3)              # a float16 accumulator stalls at 256
+    check(Tensor(h).mean(), np.float16(h.astype(np.float32).mean()), rtol=1e-3)
+
+
+def test_max_min_with_a_tensor_are_elementwise_as_torch():
+    y = X[::-1].copy()
+    check(F.max(Tensor(X), Tensor(y)), np.maximum(X, y))
+    check(Tensor(X).min(Tensor(y)), np.minimum(X, y))
+
+
+def test_matmul_int64_with_float32_promotes_as_numpy():
+    n = np.arange(6).reshape(2, 3)
+    m = rng.standard_normal((3, 4)).astype(np.float32)
+    check(Tensor(n) @ Tensor(m), n @ m, rtol=1e-6)
+
+
+def test_conv2d_unbatched_input_and_groups_type():
+    x = rng.standard_normal((2, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    check(F.conv2d(Tensor(x), Tensor(w), padding=1), np_conv2d(x[None], w, None, 1, 1)[0],
+          rtol=1e-4, atol=1e-5)
+    xin, win = Tensor.input("x", (2, 5, 5)), Tensor.input("w", (3, 2, 3, 3))
+    out = sl.compile(F.conv2d(xin, win))(x=x, w=w)
+    np.testing.assert_allclose(out, np_conv2d(x[None], w)[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(sl.AlgorithmError, match="conv2d: groups"):
+        F.conv2d(Tensor(x[None]), Tensor(w), groups=1.0)
+
+
+def torch_pool_reference(x, k, s, p, d=1, ceil_mode=False, kind="max",
+                         count_include_pad=True, divisor=None):
+    """torch.nn.functional.max_pool2d / avg_pool2d written out with loops (float64)."""
+    H, W = x.shape[-2:]
+
+    def extent(n):
+        out = (n + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+        return out - 1 if ceil_mode and (out - 1) * s >= n + p else out
+    Ho, Wo = extent(H), extent(W)
+    out = np.zeros(x.shape[:-2] + (Ho, Wo))
+    for i in range(Ho):
+        for j in range(Wo):
+            hs, ws = i * s - p, j * s - p
+            rows = [hs + d * a for a in range(k) if 0 <= hs + d * a < H]
+            cols = [ws + d * b for b in range(k) if 0 <= ws + d * b < W]
+            win = x[..., rows, :][..., cols].astype(np.float64)
+            if kind == "max":
+                out[..., i, j] = win.max((-2, -1))
+                continue
+            if divisor is not None:
+                n = divisor
+            elif count_include_pad:
+                n = (min(hs + k, H + p) - hs) * (min(ws + k, W + p) - ws)
+            else:
+                n = len(rows) * len(cols)
+            out[..., i, j] = win.sum((-2, -1)) / n
+    return out.astype(x.dtype)
+
+
+@pytest.mark.parametrize("k,s,p,d,ceil_mode", [(3, 2, 1, 2, False), (2, 2, 0, 1, True),
+                                               (3, 2, 1, 1, True), (2, 1, 1, 3, True)])
+def test_max_pool2d_dilation_and_ceil_mode(k, s, p, d, ceil_mode):
+    x = rng.standard_normal((1, 2, 7, 8)).astype(np.float32)
+    check(F.max_pool2d(Tensor(x), k, s, p, dilation=d, ceil_mode=ceil_mode),
+          torch_pool_reference(x, k, s, p, d, ceil_mode))
+
+
+@pytest.mark.parametrize("k,s,p,ceil_mode,include,divisor", [
+    (3, 2, 1, False, False, None), (3, 2, 1, True, True, None), (3, 2, 1, True, False, None),
+    (2, 2, 0, True, True, None), (3, 1, 1, False, True, 4)])
+def test_avg_pool2d_torch_options(k, s, p, ceil_mode, include, divisor):
+    x = rng.standard_normal((2, 7, 8)).astype(np.float32)
+    ref = torch_pool_reference(x, k, s, p, 1, ceil_mode, "avg", include, divisor)
+    check(Tensor(x).avg_pool2d(k, s, p, ceil_mode=ceil_mode, count_include_pad=include,
+                               divisor_override=divisor), ref, atol=1e-6)
+
+
+def test_pool_options_against_torch():
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((1, 2, 9, 7)).astype(np.float32)
+    t = torch.from_numpy(x)
+    check(F.max_pool2d(Tensor(x), 3, 2, 1, 2, True),
+          torch.nn.functional.max_pool2d(t, 3, 2, 1, 2, True).numpy())
+    check(F.avg_pool2d(Tensor(x), 3, 2, 1, True, False),
+          torch.nn.functional.avg_pool2d(t, 3, 2, 1, True, False).numpy(), atol=1e-6)
+
+
+def test_pool_zero_kernel_or_stride_is_an_error():
+    x = Tensor(np.zeros((1, 1, 4, 4), np.float32))
+    with pytest.raises(sl.AlgorithmError, match="avg_pool2d.*kernel_size"):
+        F.avg_pool2d(x, 0)
+    with pytest.raises(sl.AlgorithmError, match="max_pool2d.*stride"):
+        F.max_pool2d(x, 2, stride=0)
+    with pytest.raises(sl.AlgorithmError, match="divisor_override"):
+        F.avg_pool2d(x, 2, divisor_override=0)
+
+
+def test_layer_norm_takes_torchs_normalized_shape():
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    w, b = rng.standard_normal((3, 8)).astype(np.float32), rng.standard_normal(8)
+
+    def ref(a, axes, eps=1e-5):
+        mu = a.mean(axes, keepdims=True)
+        return (a - mu) / np.sqrt(((a - mu) ** 2).mean(axes, keepdims=True) + eps)
+    check(F.layer_norm(Tensor(x), (8,)), ref(x, -1), rtol=1e-4, atol=1e-5)
+    check(F.layer_norm(Tensor(x), 8, None, Tensor(b.astype(np.float32))),
+          ref(x, -1) + b.astype(np.float32), rtol=1e-4, atol=1e-5)
+    check(Tensor(x).layer_norm((3, 8), Tensor(w)), ref(x, (1, 2)) * w, rtol=1e-4, atol=1e-5)
+    check(F.layer_norm(Tensor(x), Tensor(w[0])), ref(x, -1) * w[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(sl.AlgorithmError, match="layer_norm.*normalized_shape"):
+        F.layer_norm(Tensor(x), (4,))

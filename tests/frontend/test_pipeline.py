@@ -206,3 +206,12 @@ def test_softmax_over_rows_is_computed_a_row_at_a_time(shape):
     y = sl.compile(x.softmax(0))
     e0 = np.exp(a - a.max(0, keepdims=True))
     np.testing.assert_allclose(y(x=a), e0 / e0.sum(0, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_input_name_and_shape_are_checked_naming_tensor_input():
+    with pytest.raises(sl.AlgorithmError, match="Tensor.input"):
+        Tensor.input(5, (2,))
+    with pytest.raises(sl.AlgorithmError, match="Tensor.input"):
+        Tensor.input("x", "ab")
+    with pytest.raises(sl.AlgorithmError, match="Tensor.input"):
+        Tensor.input("x", (2.0, 3))

@@ -85,3 +85,65 @@ def test_concat():
 def test_chain_of_views_reads_the_source_directly():
     t = Tensor(X).reshape(6, 4).T[1:, ::2].pad(((1, 0), (0, 1)))
     check(t, np.pad(X.reshape(6, 4).T[1:, ::2], ((1, 0), (0, 1))))
+
+
+# ---------------------------------------------------------------------- conformance fixes
+
+def test_shape_arguments_must_be_ints():
+    with pytest.raises(sl.AlgorithmError, match=r"reshape.*2\.5"):
+        Tensor(X).reshape(2.5, 12)                 # was silently truncated to 2
+    with pytest.raises(sl.AlgorithmError, match="expand"):
+        Tensor(X[:, :1]).expand(2, "3", 4)
+    with pytest.raises(sl.AlgorithmError, match="permute"):
+        Tensor(X).permute(0, 1.0, 2)
+
+
+def test_transpose_without_dims_reverses_them_as_numpy():
+    check(Tensor(X).transpose(), X.transpose())
+    check(F.transpose(Tensor(X[0])), X[0].T)
+    check(Tensor(X).transpose(0, 2), X.swapaxes(0, 2))
+    with pytest.raises(sl.AlgorithmError, match="transpose"):
+        Tensor(X).transpose(1)
+
+
+def test_pad_widths_broadcast_as_numpy():
+    check(F.pad(Tensor(X), ((1, 2),)), np.pad(X, ((1, 2),)))
+    check(Tensor(X).pad((0, 2)), np.pad(X, (0, 2)))
+    check(Tensor(X).pad(1), np.pad(X, 1))
+    with pytest.raises(sl.AlgorithmError, match="pad"):
+        Tensor(X).pad(1.5)
+
+
+def test_pad_numpy_keywords_and_dtype():
+    w = ((0, 0), (1, 1), (2, 0))
+    check(F.pad(Tensor(X), w, constant_values=-3.0), np.pad(X, w, constant_values=-3.0))
+    check(Tensor(X).pad(w, mode="constant"), np.pad(X, w, mode="constant"))
+    xi = X.astype(np.int32)
+    check(Tensor(xi).pad(w, value=1.7), np.pad(xi, w, constant_values=1.7))   # stays int32
+    check(Tensor(X).pad(w, value=np.float64(0.5)), np.pad(X, w, constant_values=0.5))
+    with pytest.raises(sl.AlgorithmError, match="pad.*300"):
+        Tensor(xi.astype(np.uint8)).pad(w, value=300)
+    with pytest.raises(sl.AlgorithmError, match="pad.*mode"):
+        Tensor(X).pad(w, mode="mean")
+
+
+@pytest.mark.parametrize("mode", ["edge", "reflect", "symmetric", "wrap"])
+def test_pad_modes_as_numpy(mode):
+    a = X[0]
+    for w in (((1, 2), (3, 0)), ((5, 7), (9, 1))):      # the second wider than the array
+        check(Tensor(a).pad(w, mode=mode), np.pad(a, w, mode=mode))
+    check(Tensor(a[:, :1]).pad(((0, 0), (2, 3)), mode=mode),
+          np.pad(a[:, :1], ((0, 0), (2, 3)), mode=mode))
+
+
+def test_concat_dim_keyword_and_int64_promotion():
+    check(F.concat([Tensor(X), Tensor(X[:, :1])], dim=1), np.concatenate([X, X[:, :1]], 1))
+    n = np.arange(24).reshape(2, 3, 4)
+    check(F.concat([Tensor(n), Tensor(X)], axis=-1), np.concatenate([n, X], -1))
+    with pytest.raises(sl.AlgorithmError, match="concat"):
+        F.concat([Tensor(X), Tensor(X)], axis=0, dim=0)
+
+
+def test_getitem_with_a_tensor_key_names_getitem():
+    with pytest.raises(sl.AlgorithmError, match="getitem"):
+        Tensor(X)[Tensor(np.array([0]))]
