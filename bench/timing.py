@@ -24,7 +24,7 @@ class Measurement:
 
 
 def measure(fn, cold, budget_s=1.0, warmup=2, min_runs=5, max_runs=200):
-    """Time ``fn()``; with ``cold`` (``workload_runs_cold``) the cache is flushed before
+    """Time ``fn()``; with ``cold`` (``runs_start_cold``) the cache is flushed before
     each run. The choice is the workload's, so every system of one row is timed alike."""
     for _ in range(warmup):
         fn()
@@ -39,8 +39,5 @@ def measure(fn, cold, budget_s=1.0, warmup=2, min_runs=5, max_runs=200):
     return Measurement(times)
 
 
-def workload_runs_cold(values, reference):
-    """Whether a workload with these input arrays and numpy result is timed with cold
-    caches (its data fits in them; see ``runs_start_cold``)."""
-    nbytes = sum(np.asarray(v).nbytes for v in values.values()) + np.asarray(reference).nbytes
-    return runs_start_cold(nbytes)
+
+__all__ = ["Measurement", "measure", "flush_cache", "runs_start_cold"]

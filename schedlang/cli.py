@@ -131,7 +131,7 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
     import numpy as np
 
     import schedlang as sl
-    from schedlang.bench.timing import measure, workload_runs_cold
+    from schedlang.bench.timing import measure, runs_start_cold
     w = make_workload(workload, size_text, stride, kernel, dtype)
     values = w.inputs()
     try:
@@ -153,7 +153,7 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
         raise SystemExit(f"schedlang {workload} {w.shape_text}: result differs from numpy by "
                          f"{err:g} (tolerance {w.tolerance():g}); not timing a wrong kernel")
     rows = []
-    cold = workload_runs_cold(values, want)
+    cold = runs_start_cold(values, want)
 
     def add(system, m):
         rows.append({"workload": workload, "shape": w.shape_text, "system": system,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import numbers
 import platform
 
@@ -182,7 +183,6 @@ def estimated_sizes(outputs):
     every Input non-empty and at most ESTIMATE_ELEMENTS elements. A schedule found for
     these sizes is valid for any (its splits keep their tails). Raises AlgorithmError
     when no value fits. Example: ``estimated_sizes(f)`` is ``{"N": 1024}``."""
-    import numpy as np
     names = symbolic_sizes(outputs)
     for n in _ESTIMATES:
         sizes = {name: n for name in names}
@@ -190,7 +190,7 @@ def estimated_sizes(outputs):
             shapes = concrete_sizes(outputs, sizes)
         except AlgorithmError:
             break
-        counts = [int(np.prod(sh, dtype=np.int64)) for sh in shapes.values()]
+        counts = [math.prod(sh) for sh in shapes.values()]
         if all(0 < c <= ESTIMATE_ELEMENTS for c in counts):
             return sizes
     raise AlgorithmError(f"autotune: no estimate of the symbolic sizes {', '.join(names)} "

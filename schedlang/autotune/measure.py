@@ -55,13 +55,15 @@ FLUSH_BYTES = 64 * 1024 * 1024
 _FLUSH_BUFFER = None
 
 
-def runs_start_cold(nbytes):
-    """Whether a kernel whose inputs and outputs take ``nbytes`` is timed with the caches
-    flushed before each run (as ``schedlang bench`` and the tuner both do): when its data
-    would fit in the caches, a hot timing would show a speed no caller sees. The choice
-    depends on the data only, never on a candidate's own speed, so every schedule of a
-    workload (and every system in one bench row) is timed the same way.
-    Example: ``runs_start_cold(sum(a.nbytes for a in inputs.values()))``."""
+def runs_start_cold(inputs, outputs):
+    """Whether a kernel with these input arrays (a dict) and output array(s) is timed with
+    the caches flushed before each run (as ``schedlang bench`` and the tuner both do):
+    when inputs and outputs fit in the caches (FLUSH_BYTES / 2), a hot timing would show
+    a speed no caller sees. The choice depends on the data only, never on a candidate's
+    own speed, so every schedule of a workload (and every system in one bench row) is
+    timed the same way. Example: ``runs_start_cold({"A": a, "B": b}, c)``."""
+    nbytes = (sum(np.asarray(a).nbytes for a in inputs.values())
+              + sum(np.asarray(a).nbytes for a in _as_tuple(outputs)))
     return nbytes <= FLUSH_BYTES // 2
 
 
@@ -103,11 +105,17 @@ def lower_candidate(outputs, target, schedule_json, jit, threads):
             compile_llvm(stmt, args, kernel_name(outputs), target)
         return CandidateResult(True, features=features, ir_hash=ir_hash, payload=payload,
                                seconds=time.perf_counter() - t0)
-    except SchedlangError as e:
-        return CandidateResult(False, type(e).__name__, str(e), seconds=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - a candidate that crashes the compiler is counted
-        return CandidateResult(False, "crash", f"{type(e).__name__}: {e}",
-                               seconds=time.perf_counter() - t0)
+        return _failed(e, t0)
+
+
+def _failed(e, t0):
+    """The CandidateResult of a candidate whose compile raised ``e`` (started at ``t0``):
+    a SchedlangError keeps its class name, anything else is a "crash"."""
+    if isinstance(e, SchedlangError):
+        return CandidateResult(False, type(e).__name__, str(e), seconds=time.perf_counter() - t0)
+    return CandidateResult(False, "crash", f"{type(e).__name__}: {e}",
+                           seconds=time.perf_counter() - t0)
 
 
 def _pickle_deep(obj):
@@ -136,11 +144,8 @@ def jit_payload(outputs, target, result):
         compile_llvm(stmt, args, kernel_name(outputs), target)
         return CandidateResult(True, features=result.features, ir_hash=result.ir_hash,
                                payload=result.payload, seconds=time.perf_counter() - t0)
-    except SchedlangError as e:
-        return CandidateResult(False, type(e).__name__, str(e), seconds=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - a candidate that crashes the compiler is counted
-        return CandidateResult(False, "crash", f"{type(e).__name__}: {e}",
-                               seconds=time.perf_counter() - t0)
+        return _failed(e, t0)
 
 
 def _worker_jit(result):
@@ -344,9 +349,7 @@ class Bench:
         t0 = time.perf_counter()
         self.reference = _copy(kern(**self.inputs))
         first = time.perf_counter() - t0
-        self.cold = runs_start_cold(
-            sum(np.asarray(a).nbytes for a in self.inputs.values())
-            + sum(np.asarray(a).nbytes for a in _as_tuple(self.reference)))
+        self.cold = runs_start_cold(self.inputs, self.reference)
         # the default competes with the candidates, so it is timed as they are (warm-up,
         # then the median of repeats), not by its cold first run; a slow one (which will
         # not win, and whose reruns would eat the search's budget) by that first run

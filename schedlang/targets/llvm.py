@@ -34,7 +34,7 @@ from .llvm_arith import ArithmeticCodegen
 from .llvm_jit import (_LLVM_LOCK, LLVMKernelModule, _init_llvm, _jit, _resolve_target,
                        _target_machine, float32_to_bfloat16_bits, pack_args)
 from .llvm_memory import MemoryCodegen
-from .llvm_thread_pool import POOL_RUN, ensure_thread_pool
+from .llvm_thread_pool import ensure_thread_pool
 from .llvm_types import (F16, F32, F64, I1, I8, I16, I32, I64, PTR, _const_int, _element_type,
                          _mangle, mem_type, mem_type_bytes, reg_type)
 
@@ -88,7 +88,7 @@ def compile_llvm(stmt, args: list, name: str, target: str = "llvm") -> LLVMKerne
         module = LLVMCodegen(name, args, triple, str(tm.target_data),
                              _has_vector_scalef(tm, cpu, features)).generate(stmt)
         ir_text = str(module)
-        if POOL_RUN in ir_text:
+        if RT.POOL_RUN in ir_text:
             ensure_thread_pool()   # before the kernel's call to it is linked
         compiled = _jit(ir_text, name, cpu, features, triple)
     compiled.cannot_run = cannot_run

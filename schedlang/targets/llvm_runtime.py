@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .llvm_thread_pool import POOL_RUN, POOL_RUN_TYPE
-
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
+
+# The process's thread pool (``llvm_thread_pool``), which runners hand their loop to:
+# i32 schedlang_parallel_run(ptr worker, ptr state, i64 helpers).
+POOL_RUN = "schedlang_parallel_run"
+POOL_RUN_TYPE = ir.FunctionType(I32, [PTR, PTR, I64])
 
 # The signature of an outlined parallel loop body: i32 body(ptr closure, i64 iteration).
 BODY_FN_TYPE = ir.FunctionType(I32, [PTR, I64])
@@ -41,6 +44,14 @@ _C_FUNCTIONS = {
     "posix_memalign": ir.FunctionType(I32, [PTR, I64, I64]),
     "pthread_create": ir.FunctionType(I32, [PTR, PTR, PTR, PTR]),
     "pthread_join": ir.FunctionType(I32, [I64, PTR]),
+    "pthread_detach": ir.FunctionType(I32, [I64]),
+    "pthread_mutex_init": ir.FunctionType(I32, [PTR, PTR]),
+    "pthread_mutex_lock": ir.FunctionType(I32, [PTR]),
+    "pthread_mutex_unlock": ir.FunctionType(I32, [PTR]),
+    "pthread_cond_init": ir.FunctionType(I32, [PTR, PTR]),
+    "pthread_cond_wait": ir.FunctionType(I32, [PTR, PTR]),
+    "pthread_cond_broadcast": ir.FunctionType(I32, [PTR]),
+    "sched_yield": ir.FunctionType(I32, []),
 }
 
 
@@ -127,7 +138,7 @@ def parallel_runner(module: ir.Module, body: ir.Function) -> ir.Function:
     free = declare_c_function(module, "free")
     pthread_create = declare_c_function(module, "pthread_create")
     pthread_join = declare_c_function(module, "pthread_join")
-    pool_run = module.globals.get(POOL_RUN) or ir.Function(module, POOL_RUN_TYPE, name=POOL_RUN)
+    pool_run = declare_c_function(module, POOL_RUN, POOL_RUN_TYPE)
 
     fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I32]), name=body.name + ".run")
     fn.linkage = "internal"

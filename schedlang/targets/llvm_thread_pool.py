@@ -27,16 +27,10 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from .llvm_jit import _LLVM_LOCK, _init_llvm, _jit
+from .llvm_runtime import I32, I64, PTR, POOL_RUN, POOL_RUN_TYPE, declare_c_function
 
 I8 = ir.IntType(8)
-I32 = ir.IntType(32)
-I64 = ir.IntType(64)
-PTR = ir.PointerType()
 VOID = ir.VoidType()
-
-# The entry point kernels call, and its type.
-POOL_RUN = "schedlang_parallel_run"
-POOL_RUN_TYPE = ir.FunctionType(I32, [PTR, PTR, I64])
 _INIT = "schedlang_pool_init"
 
 # A worker that finds no job spins this many times (a pause instruction each, about
@@ -50,17 +44,6 @@ _MAX_HELPERS = 255
 # macOS); they are initialized by pthread_*_init, never by a static initializer.
 _SYNC_BYTES = 256
 
-_C = {
-    "pthread_create": ir.FunctionType(I32, [PTR, PTR, PTR, PTR]),
-    "pthread_detach": ir.FunctionType(I32, [I64]),
-    "pthread_mutex_init": ir.FunctionType(I32, [PTR, PTR]),
-    "pthread_mutex_lock": ir.FunctionType(I32, [PTR]),
-    "pthread_mutex_unlock": ir.FunctionType(I32, [PTR]),
-    "pthread_cond_init": ir.FunctionType(I32, [PTR, PTR]),
-    "pthread_cond_wait": ir.FunctionType(I32, [PTR, PTR]),
-    "pthread_cond_broadcast": ir.FunctionType(I32, [PTR]),
-    "sched_yield": ir.FunctionType(I32, []),
-}
 
 _POOL = None   # the JIT-compiled pool of this process (kept alive while the process runs)
 
@@ -122,9 +105,10 @@ def build_pool_module(triple: str) -> ir.Module:
     helper threads' main loop and ``POOL_RUN``."""
     module = ir.Module(name="schedlang_pool")
     module.triple = triple
-    c = {}
-    for name, fnty in _C.items():
-        c[name] = ir.Function(module, fnty, name=name)
+    c = {name: declare_c_function(module, name) for name in (
+        "pthread_create", "pthread_detach", "pthread_mutex_init", "pthread_mutex_lock",
+        "pthread_mutex_unlock", "pthread_cond_init", "pthread_cond_wait",
+        "pthread_cond_broadcast", "sched_yield")}
     if triple.startswith(("x86_64", "i686", "i386")):
         pause = ir.Function(module, ir.FunctionType(VOID, []), name="llvm.x86.sse2.pause")
     else:

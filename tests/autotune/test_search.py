@@ -292,7 +292,10 @@ def test_progress_uses_tqdm_when_installed(monkeypatch):
 def test_candidates_of_a_workload_that_fits_in_cache_are_timed_cold(monkeypatch):
     # the choice is the data's (a few KB here), not a candidate's speed, so the default
     # and every candidate start each timed run with flushed caches
-    assert measure.runs_start_cold(1 << 20) and not measure.runs_start_cold(1 << 30)
+    one_mib = {"A": np.broadcast_to(np.float32(0), (1 << 18,))}
+    one_gib = {"A": np.broadcast_to(np.float32(0), (1 << 28,))}   # no memory behind either
+    assert measure.runs_start_cold(one_mib, np.zeros(1, np.float32))
+    assert not measure.runs_start_cold(one_gib, np.zeros(1, np.float32))
     flushes = []
     monkeypatch.setattr(measure, "flush_caches", lambda: flushes.append(1))
     r = tune(matmul(32), beam=2, budget_s=3, progress=False)

@@ -103,8 +103,8 @@ def test_cold_cache_timing_is_chosen_by_the_workload_data_for_every_system(monke
     monkeypatch.setattr(timing, "flush_cache", lambda: flushes.append(1))
     small = {"A": np.zeros((256, 256), np.float32)}
     big = {"img": np.zeros((4096, 4096), np.float32)}
-    assert timing.workload_runs_cold(small, np.zeros((256, 256), np.float32))
-    assert not timing.workload_runs_cold(big, np.zeros((4096, 4096), np.float32))
+    assert timing.runs_start_cold(small, np.zeros((256, 256), np.float32))
+    assert not timing.runs_start_cold(big, np.zeros((4096, 4096), np.float32))
     m = timing.measure(lambda: None, cold=True, budget_s=0.0, min_runs=5)
     assert m.runs == 5 and len(flushes) == 5
     timing.measure(lambda: None, cold=False, budget_s=0.0, min_runs=5)
