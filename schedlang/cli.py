@@ -381,7 +381,8 @@ def cmd_tune(args):
     r = result.report
     print(f"# {w.name} {w.shape_text}: best {r.best_s * 1e3:.3f} ms "
           f"({_rate(w, r.best_s):.2f} {w.unit}), default schedule {r.default_s * 1e3:.3f} ms; "
-          f"{r.measured} measured, {r.failed} failed, {r.wrong} wrong, {r.rounds} rounds in "
+          f"{r.measured} measured, {r.failed} failed, {r.wrong} wrong ({r.rejected} illegal "
+          f"moves skipped), {r.rounds} rounds, {r.retimed} finalists timed again, in "
           f"{r.elapsed_s:.1f} s" + (f"; stored in {r.database}" if r.stored else ""))
     print(str(result.schedule), end="")
     sys.stdout.flush()

@@ -358,6 +358,7 @@ class Bench:
         else:
             self.default_s = first
         self.default_schedule = default
+        self.default_kernel = kern
 
     def kernel(self, schedule, result):
         """The Kernel of a candidate (see ``build_kernel``)."""
@@ -381,10 +382,23 @@ class Bench:
         budget = min(budget_s, max(0.02, 10 * first))
         return "ok", self._median_s(kern, budget)
 
-    def retime(self, kern, budget_s=0.3):
-        """A longer timing of a finalist (median seconds)."""
-        kern(**self.inputs)
-        return self._median_s(kern, budget_s)
+    def retime_in_turns(self, kernels, budget_s=0.9):
+        """Median seconds of each kernel, timed one run each in turn (cold caches when
+        ``self.cold``) until ``budget_s`` is spent and every kernel ran at least 5 times;
+        a drift of the machine's speed then affects every kernel alike.
+        Example: ``bench.retime_in_turns([k1, k2])``."""
+        if not kernels:
+            return []
+        for kern in kernels:
+            kern(**self.inputs)                 # warm-up
+        times = [[] for _ in kernels]
+        end = time.perf_counter() + budget_s
+        while len(times[0]) < 5 or time.perf_counter() < end:
+            for kern, ts in zip(kernels, times):
+                if self.cold:
+                    flush_caches()
+                ts.append(kern.time(warmup=0, repeats=1, **self.inputs).median)
+        return [float(np.median(ts)) for ts in times]
 
     def _median_s(self, kern, budget_s):
         """The median run time, with cold caches when ``self.cold`` (``runs_start_cold``)."""

@@ -67,7 +67,8 @@ class Progress:
         r = report
         speed = f", {r.default_s / r.best_s:.1f}x the default schedule" if r.best_s else ""
         print(f"[autotune] {self.name}: best {_ms(r.best_s)}{speed}; {r.measured} measured, "
-              f"{r.failed} failed, {r.wrong} wrong, {r.rounds} rounds in {r.elapsed_s:.1f} s"
+              f"{r.failed} failed, {r.wrong} wrong ({r.rejected} illegal moves skipped), "
+              f"{r.rounds} rounds, {r.retimed} finalists timed again, in {r.elapsed_s:.1f} s"
               + (f"; stored in {r.database}" if r.stored else ""), file=self.stream)
         print("[autotune] best schedule:\n" + (str(schedule).rstrip() or "# (default schedule)"),
               file=self.stream, flush=True)

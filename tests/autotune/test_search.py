@@ -7,6 +7,7 @@ import pytest
 
 import schedlang as sl
 from schedlang.autotune import measure, tune
+from schedlang.autotune.keys import concrete_sizes
 from schedlang.autotune.space import children, realize
 from schedlang.autotune.templates import seed_schedules
 
@@ -15,7 +16,7 @@ from .conftest import FakeTerminal, blur, check_matmul, matmul
 
 def test_autotune_small_matmul_returns_a_correct_faster_schedule():
     C = matmul(64)
-    result = tune(C, beam=2, budget_s=4, progress=False)
+    result = tune(C, beam=2, budget_s=5, progress=False)
     s, r = result.schedule, result.report
     assert isinstance(s, sl.Schedule)
     assert r.measured >= 2 and r.best_s <= r.default_s
@@ -164,6 +165,63 @@ def test_candidates_that_fail_to_compile_are_counted_not_fatal():
     assert r.report.failed >= 1
     assert any("B" in msg for _, _, msg in r.report.errors)
     check_matmul(sl.compile(C, r.schedule), 32)
+
+
+def test_moves_the_legality_checks_refuse_are_skipped_not_counted_as_failures(monkeypatch):
+    from schedlang.autotune import search as search_module
+    real = search_module.realize
+    refused, calls = [], []
+
+    def realize(child, outputs):
+        calls.append(child.action)
+        if len(calls) % 2 == 1:         # every other move, the first included
+            refused.append(child.action)
+            raise sl.ScheduleError(f"{child.action}: refused by this test")
+        return real(child, outputs)
+    monkeypatch.setattr(search_module, "realize", realize)
+    C = matmul(32)
+    r = tune(C, beam=2, budget_s=5, progress=False)
+    assert refused and r.report.rejected == len(refused)
+    assert r.report.failed == 0
+    assert all("refused by this test" in msg for _, _, msg in r.report.rejections)
+    check_matmul(sl.compile(C, r.schedule), 32)
+
+
+def test_finalists_are_retimed_in_turns_and_the_new_medians_decide(monkeypatch):
+    calls = []
+    real = measure.Bench.retime_in_turns
+
+    def retime(self, kernels, budget_s=0.9):
+        times = real(self, kernels, budget_s)
+        calls.append(times)
+        return times
+    monkeypatch.setattr(measure.Bench, "retime_in_turns", retime)
+    C = matmul(64)
+    r = tune(C, beam=2, budget_s=4, progress=False)
+    assert len(calls) == 1 and len(calls[0]) >= 2
+    assert r.report.best_s == min(calls[0])
+
+
+def test_retime_in_turns_times_every_kernel_at_least_five_times():
+    C = matmul(32)
+    bench = measure.Bench([C], "llvm", 1, concrete_sizes([C], None))
+    runs = []
+
+    class Counting:
+        def __init__(self, kern):
+            self.kern = kern
+
+        def __call__(self, **kw):
+            return self.kern(**kw)
+
+        def time(self, **kw):
+            runs.append(id(self))
+            return self.kern.time(**kw)
+    a, b = Counting(bench.default_kernel), Counting(bench.default_kernel)
+    times = bench.retime_in_turns([a, b], budget_s=0.0)
+    assert len(times) == 2 and all(t > 0 for t in times)
+    assert runs.count(id(a)) == runs.count(id(b)) >= 5
+    assert bench.retime_in_turns([]) == []
 
 
 def test_budget_is_respected():

@@ -223,9 +223,8 @@ def test_tune_options_reach_the_search(monkeypatch, capsys):
 
     def fake_tune(outs, **kw):
         seen.update(kw, outs=outs)
-        report = types.SimpleNamespace(best_s=1e-3, default_s=2e-3, measured=3, failed=0,
-                                       wrong=0, rounds=1, elapsed_s=0.1, stored=False,
-                                       database=None)
+        report = search.TuningReport()
+        report.best_s, report.default_s, report.measured, report.rounds = 1e-3, 2e-3, 3, 1
         return types.SimpleNamespace(report=report, schedule="# the schedule\n")
     monkeypatch.setattr(search, "tune", fake_tune)
     assert cli.main(["tune", "gemm", "--size", "32", "--beam", "3", "--budget-s", "2.5",
