@@ -219,23 +219,15 @@ def abs(x):  # noqa: A001
     return elementwise("abs", lambda p: sl.abs(p), x)
 
 
-def _keep_nan(p, r):
-    """``r``, or ``p`` where ``p`` is NaN: ``sl.max(p, q)`` is ``p > q ? p : q``, which drops
-    a NaN in ``p``, while numpy and torch propagate NaN from either operand."""
-    e = E.to_expr(p)
-    if E.is_weak(e) or not e.dtype.is_float:
-        return r
-    return sl.select(e != e, e, r)
-
-
 def maximum(a, b):
-    """Elementwise maximum of two operands (NaN propagates): ``F.maximum(x, 0)``."""
-    return elementwise("maximum", lambda p, q: _keep_nan(p, sl.max(p, q)), a, b)
+    """Elementwise maximum of two operands (a NaN in either is the result, as numpy and
+    torch; ``sl.max`` has that semantics): ``F.maximum(x, 0)``."""
+    return elementwise("maximum", lambda p, q: sl.max(p, q), a, b)
 
 
 def minimum(a, b):
     """Elementwise minimum of two operands (NaN propagates): ``F.minimum(x, 6)``."""
-    return elementwise("minimum", lambda p, q: _keep_nan(p, sl.min(p, q)), a, b)
+    return elementwise("minimum", lambda p, q: sl.min(p, q), a, b)
 
 
 def clamp(x, min=None, max=None):  # noqa: A002 - torch's argument names
@@ -245,10 +237,10 @@ def clamp(x, min=None, max=None):  # noqa: A002 - torch's argument names
     if lo is None and hi is None:
         raise sl.AlgorithmError("clamp: give at least one of min and max")
     if hi is None:
-        return elementwise("clamp_min", lambda p, a: _keep_nan(p, sl.max(p, a)), x, lo)
+        return elementwise("clamp_min", lambda p, a: sl.max(p, a), x, lo)
     if lo is None:
-        return elementwise("clamp_max", lambda p, b: _keep_nan(p, sl.min(p, b)), x, hi)
-    return elementwise("clamp", lambda p, a, b: _keep_nan(p, sl.clamp(p, a, b)), x, lo, hi)
+        return elementwise("clamp_max", lambda p, b: sl.min(p, b), x, hi)
+    return elementwise("clamp", lambda p, a, b: sl.clamp(p, a, b), x, lo, hi)
 
 
 # ---------------------------------------------------------------------- comparisons

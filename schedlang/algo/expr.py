@@ -460,10 +460,15 @@ def select(cond, t, f) -> Expr:
 
 
 def minimum2(a, b) -> Expr:
+    """``sl.min(a, b)``: the smaller operand; for floats a NaN in either operand is the
+    result, as numpy's ``minimum``. Example: ``sl.min(A[i], 0.0)``."""
     return binary("min", a, b)
 
 
 def maximum2(a, b) -> Expr:
+    """``sl.max(a, b)``: the larger operand; for floats a NaN in either operand is the
+    result, as numpy's ``maximum`` (so ``sl.maximum`` reductions keep a NaN they read).
+    Example: ``sl.max(A[i], 0.0)``."""
     return binary("max", a, b)
 
 

@@ -62,8 +62,9 @@ class Candidate:
 
 class TuningReport:
     """What a tuning run did: times of the best and the default schedule, how many
-    candidates were proposed, measured, failed (schedule / compile errors, timeouts) and
-    wrong, how many moves the legality checks rejected before compiling, rounds, elapsed seconds, and whether and where the result was stored."""
+    candidates were proposed, measured, failed (compile errors, crashes, timeouts) and
+    wrong, how many moves the legality checks rejected (``ScheduleError``, before any
+    machine code), rounds, elapsed seconds, and whether and where the result was stored."""
 
     def __init__(self):
         self.best_s = None
@@ -164,6 +165,12 @@ class _Search:
     def _fail(self, action, kind, message):
         if kind == "timeout" and self.left() <= 0:
             self.report.unfinished += 1
+            return
+        if kind == "ScheduleError":
+            # a legality check that runs when the whole schedule is known (compute_at
+            # placement, loops of an inline Func) refused the move; nothing was compiled
+            self.report.rejected += 1
+            self.report.rejections.append((action, kind, message))
             return
         self.report.failed += 1
         self.report.errors.append((action, kind, message))

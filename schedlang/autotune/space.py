@@ -20,6 +20,9 @@ import math
 
 from ..algo import expr as E
 from ..algo.func import Input
+from ..errors import SchedlangError
+from ..lower.context import LowerContext
+from ..lower.lower import PASSES
 from ..schedule.schedule import Directive, Schedule
 
 SPLIT_FACTORS = (4, 8, 16, 32, 64)
@@ -76,24 +79,67 @@ def realize(child, outputs):
 
 # ------------------------------------------------------------------ loop extents
 
+_REGIONS = {}
+
+
+def stored_regions(outputs):
+    """``{func name: [extent or None per dimension]}``: the region of every Func of the
+    pipeline when all of them are stored (compute_root), from bounds inference, so that
+    a producer indexed differently from the output (a padded input, transposed weights)
+    has its true extents. Cached per pipeline. Example: ``stored_regions([C])["C"]``."""
+    key = tuple(id(o) for o in outputs)
+    hit = _REGIONS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], outputs)):
+        return hit[1]
+    s = Schedule(*outputs)
+    for f in s.funcs:
+        if f not in s.outputs and not isinstance(f, Input):
+            s[f].compute_root()
+    regions = {}
+    try:
+        ctx = LowerContext(s, "llvm")
+        stmt = None
+        for name, fn in PASSES:
+            stmt = fn(stmt, ctx)
+            if name == "schedule_functions":
+                break
+        names = {id(f): f.name for f in s.funcs}
+        for (fid, d), (_, ext) in ctx.region_values.items():
+            if fid in names:
+                row = regions.setdefault(names[fid], {})
+                row[d] = int(ext.value) if isinstance(ext, E.Const) else None
+    except SchedlangError:
+        regions = {}
+    regions = {n: [row.get(d) for d in range(max(row) + 1)] for n, row in regions.items()}
+    if len(_REGIONS) > 64:
+        _REGIONS.clear()
+    _REGIONS[key] = (list(outputs), regions)
+    return regions
+
+
 def extents_of(s):
     """``{stage name: {loop name: extent or None}}`` for every stage of Schedule ``s``:
-    the outputs' shapes and the RDoms' extents, carried through splits and fuses.
-    Intermediate Funcs take the extent of the output dimension with the same Var name.
-    Example: ``extents_of(s)["C"]["i"] == 64``."""
+    each Func's stored region (``stored_regions``) and the RDoms' extents, carried through
+    splits and fuses. Example: ``extents_of(s)["C"]["i"] == 64``."""
     by_var = {}
     for o in s.outputs:
         for a, x in zip(o.definitions[0].args, o.shape or ()):
             if isinstance(x, E.Const):
                 by_var[a.name] = int(x.value)
+    regions = stored_regions(s.outputs)
     out = {}
     for f in s.funcs:
+        region = regions.get(f.name, [])
         for st in s.stage_schedules(f):
             base = {}
+            pure = [a.name for a in f.definitions[0].args] if not isinstance(f, Input) else []
             for v in st.definition.loop_vars:
                 if isinstance(v, E.RVar):
                     ext = v.rdom.bounds[v.dim][1]
                     base[v.name] = int(ext.value) if isinstance(ext, E.Const) else None
+                elif v.name in pure and pure.index(v.name) < len(region) and \
+                        region[pure.index(v.name)] is not None:
+                    base[v.name] = region[pure.index(v.name)]
                 else:
                     base[v.name] = by_var.get(v.name)
             for sp in st.splits:

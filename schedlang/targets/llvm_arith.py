@@ -99,11 +99,15 @@ class ArithmeticCodegen:
         raise AssertionError(f"internal error: {op} on {dt}")
 
     def _minmax(self, op, a, b, dt):
-        """min/max as compare + select (``a < b ? a : b``), which maps to vminps/vpminsd."""
+        """min/max as compare + select (``a < b ? a : b``, vpminsd for ints). For floats a
+        NaN in either operand is the result, as numpy's ``minimum``/``maximum``: the select
+        also takes ``a`` when ``a`` is NaN, and ``b`` wins every compare with a NaN ``b``.
+        So a min/max reduction keeps a NaN once it has read one."""
         bld = self.b
         cmp = "<" if op == "min" else ">"
         if dt.is_float:
-            return bld.select(bld.fcmp_ordered(cmp, a, b), a, b)
+            take_a = bld.or_(bld.fcmp_ordered(cmp, a, b), bld.fcmp_unordered("uno", a, a))
+            return bld.select(take_a, a, b)
         if dt.is_signed:
             return bld.select(bld.icmp_signed(cmp, a, b), a, b)
         return bld.select(bld.icmp_unsigned(cmp, a, b), a, b)

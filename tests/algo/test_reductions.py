@@ -64,6 +64,41 @@ def test_maximum_minimum(sl_t, np_t):
     np.testing.assert_array_equal(mn, a.min(axis=1))
 
 
+@pytest.mark.parametrize("vectorized", [False, True], ids=["scalar", "rfactor-vector"])
+def test_maximum_minimum_keep_a_nan_wherever_it_is_read(vectorized):
+    # as numpy's max / min: a NaN anywhere in the reduced range is the result
+    a = np.arange(4 * 40, dtype=np.float32).reshape(4, 40) - 50
+    a[0, 0] = a[1, 17] = a[2, 39] = np.nan          # first, middle, last; row 3 has none
+    for reducer, want in ((sl.maximum, a.max(axis=1)), (sl.minimum, a.min(axis=1))):
+        A = sl.Input("A", sl.float32, (4, 40))
+        i = sl.Var("i")
+        r = sl.RDom(40, name="r")
+        f = sl.Func("f", shape=(4,))
+        f[i] = reducer(A[i, r])
+        s = sl.Schedule(f)
+        if vectorized:
+            ro, ri = s[f].split(r, 8)
+            part = s[f].rfactor(ri)
+            s[part].compute_at(f, i).vectorize(ri)
+        np.testing.assert_array_equal(sl.compile(f, s)(A=a), want)
+
+
+def test_elementwise_max_min_propagate_nan_from_either_operand():
+    x = np.array([np.nan, 1.0, np.nan, 2.0, -np.inf] * 4, np.float32)
+    y = np.array([1.0, np.nan, np.nan, 3.0, np.nan] * 4, np.float32)
+    X = sl.Input("X", sl.float32, (20,))
+    Y = sl.Input("Y", sl.float32, (20,))
+    i = sl.Var("i")
+    for op, ref in ((sl.max, np.maximum), (sl.min, np.minimum)):
+        f = sl.Func("f", shape=(20,))
+        f[i] = op(X[i], Y[i])
+        for vec in (1, 4):
+            s = sl.Schedule(f)
+            if vec > 1:
+                s[f].vectorize(i, vec)
+            np.testing.assert_array_equal(sl.compile(f, s)(X=x, Y=y), ref(x, y))
+
+
 def test_maximum_of_all_negative_and_minimum_of_all_large():
     a = np.full((2, 5), -1e30, dtype=np.float32)
     a[1, 3] = -1e29

@@ -162,9 +162,38 @@ def test_candidates_that_fail_to_compile_are_counted_not_fatal():
     with pytest.raises(sl.SchedlangError):
         sl.compile(C, bad)
     r = tune(C, beam=1, budget_s=2, seeds=[bad], progress=False)
-    assert r.report.failed >= 1
-    assert any("B" in msg for _, _, msg in r.report.errors)
+    # a legality check refused it when the whole schedule was lowered: rejected, not failed
+    assert any(a == "given seed" and "B" in msg for a, _, msg in r.report.rejections)
+    assert not any(a == "given seed" for a, _, _ in r.report.errors)
     check_matmul(sl.compile(C, r.schedule), 32)
+
+
+def test_candidates_that_crash_the_compiler_are_counted_as_failures(monkeypatch):
+    real = measure.lower_pipeline
+
+    def crashing(schedule, target):
+        if "vectorize" in str(schedule):
+            raise RuntimeError("the code generator fell over")
+        return real(schedule, target)
+    monkeypatch.setattr(measure, "lower_pipeline", crashing)
+    C = matmul(32)
+    r = tune(C, beam=1, budget_s=3, jobs=1, progress=False)
+    assert r.report.failed >= 1
+    assert all(kind == "crash" and "fell over" in msg for _, kind, msg in r.report.errors)
+    check_matmul(sl.compile(C, r.schedule), 32)
+
+
+def test_conv_seeds_share_out_the_stored_producers_by_their_inferred_extents():
+    # wt is indexed by vars the output does not have (c, ry, rx); bounds inference gives
+    # their extents, so its stored copy runs in parallel too
+    from schedlang.autotune.space import extents_of
+    out, _, _ = _nhwc_conv()
+    ext = extents_of(sl.Schedule(out))
+    assert (ext["wt"]["c"], ext["wt"]["ry"], ext["wt"]["rx"], ext["wt"]["k"]) == (32, 3, 3, 32)
+    assert ext["sums"]["y"] == 8 and ext["sums"]["x"] == 16
+    seeds = dict(seed_schedules([out], 2))
+    rooted = [str(sd) for name, sd in seeds.items() if "producers_root=True" in name]
+    assert rooted and all("s[wt].parallel('c')" in t for t in rooted)
 
 
 def test_moves_the_legality_checks_refuse_are_skipped_not_counted_as_failures(monkeypatch):

@@ -292,3 +292,18 @@ def test_layer_norm_takes_torchs_normalized_shape():
     check(F.layer_norm(Tensor(x), Tensor(w[0])), ref(x, -1) * w[0], rtol=1e-4, atol=1e-5)
     with pytest.raises(sl.AlgorithmError, match="layer_norm.*normalized_shape"):
         F.layer_norm(Tensor(x), (4,))
+
+
+def test_max_min_reductions_and_max_pool_keep_a_nan():
+    # numpy's max / min and torch's max_pool2d return NaN where a NaN was read
+    a = np.arange(3 * 5 * 7, dtype=np.float32).reshape(3, 5, 7) - 40
+    a[0, 0, 0] = a[1, 2, 3] = a[2, 4, 6] = np.nan
+    for axis in (None, 0, 1, 2, (1, 2)):
+        check(Tensor(a).max(axis=axis), a.max(axis=axis))
+        check(Tensor(a).min(axis=axis, keepdims=True), a.min(axis=axis, keepdims=True))
+    img = np.arange(1 * 2 * 6 * 6, dtype=np.float32).reshape(1, 2, 6, 6)
+    img[0, 0, 1, 1] = img[0, 1, 5, 4] = np.nan
+    got = F.max_pool2d(Tensor(img), 2).numpy()
+    want = img.reshape(1, 2, 3, 2, 3, 2).max(axis=(3, 5))
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(got[0, 0, 0, 0]) and np.isnan(got[0, 1, 2, 2])

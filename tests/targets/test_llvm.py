@@ -141,10 +141,11 @@ def test_float_compare_nan_and_min_max():
                     ("gt", a > b), ("ge", a >= b)]:
         out = elementwise(binop(op), [("a", f32), ("b", f32)], T.bool_, dict(a=a, b=b), lanes=8)
         np.testing.assert_array_equal(out, ref, err_msg=op)
+    # min / max: a NaN in either operand is the result, as numpy's minimum / maximum
     out = elementwise(binop("min"), [("a", f32), ("b", f32)], f32, dict(a=a, b=b), lanes=8)
-    np.testing.assert_array_equal(out, np.where(a < b, a, b))
+    np.testing.assert_array_equal(out, np.minimum(a, b))
     out = elementwise(binop("max"), [("a", f32), ("b", f32)], f32, dict(a=a, b=b))
-    np.testing.assert_array_equal(out, np.where(a > b, a, b))
+    np.testing.assert_array_equal(out, np.maximum(a, b))
 
 
 def test_negation_and_bitwise_not():
