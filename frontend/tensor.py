@@ -143,8 +143,8 @@ class Tensor:
             dtype = T.as_dtype(dtype)
         except sl.AlgorithmError as e:
             raise sl.AlgorithmError(f"Tensor.input({name!r}): {e}") from None
-        inp = sl.Input(name, dtype, shape or (1,))
-        fn = (lambda idx: inp[0]) if not shape else (lambda idx: inp[tuple(idx)])
+        inp = sl.Input(name, dtype, shape)
+        fn = lambda idx: inp[tuple(idx)]  # noqa: E731
         t = cls.make("input", (name,), (), shape, dtype, fn)
         t.input_node = inp
         return t

@@ -595,3 +595,24 @@ def test_positional_arguments_are_an_argument_error_and_an_input_may_be_named_se
     np.testing.assert_array_equal(kern(self=np.ones(3, np.float32)), [2, 2, 2])
     with pytest.raises(sl.ArgumentError, match=r"keyword arguments only \(self=\.\.\.\)"):
         kern(np.ones(3, np.float32))
+
+
+def test_zero_dimensional_input_takes_a_0d_array_or_numpy_scalar():
+    S = sl.Input("s", sl.float32, ())
+    A = sl.Input("A", sl.float32, (8,))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(8,))
+    f[i] = A[i] * S[()]
+    kern = sl.compile(f)
+    a = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal(kern(A=a, s=np.float32(2.5)), a * np.float32(2.5))
+    np.testing.assert_array_equal(kern(A=a, s=np.array(3, np.float32)), a * 3)
+    with pytest.raises(sl.ArgumentError, match="input s: expected 0 dimensions, got 1"):
+        kern(A=a, s=np.ones(1, np.float32))
+    with pytest.raises(sl.ArgumentError, match="s: expected dtype float32"):
+        kern(A=a, s=np.float64(1))
+    with pytest.raises(sl.AlgorithmError, match="s has 0 dimensions but is indexed with 1"):
+        S[0]
+    g = sl.Func("g", shape=())
+    g[()] = S[()] + 1
+    assert sl.compile(g)(s=np.float32(1)) == 2

@@ -78,6 +78,7 @@ class Input(Callable):
     """A kernel input buffer: ``A = sl.Input("A", sl.float32, ("M", "K"))``.
 
     Dims are ints or str names of symbolic sizes; ``A.shape[0]`` is an int64 expression.
+    A 0-d Input (shape ``()``) takes a 0-d array or a numpy scalar and is read as ``A[()]``.
     """
 
     def __init__(self, name, dtype, shape):
@@ -89,8 +90,6 @@ class Input(Callable):
         for x in self.shape:
             if isinstance(x, E.SizeVar):
                 x.source = self
-        if not self.shape:
-            raise AlgorithmError(f"Input {name}: give at least one dimension")
 
     @property
     def ndim(self):

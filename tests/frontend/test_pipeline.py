@@ -215,3 +215,13 @@ def test_input_name_and_shape_are_checked_naming_tensor_input():
         Tensor.input("x", "ab")
     with pytest.raises(sl.AlgorithmError, match="Tensor.input"):
         Tensor.input("x", (2.0, 3))
+
+
+def test_zero_dimensional_input_is_a_0d_kernel_argument():
+    x = Tensor.input("x", (4,))
+    s = Tensor.input("s", ())
+    assert s.shape == () and s.ndim == 0
+    kern = sl.compile((x * s + s).sum())
+    assert kern(x=np.arange(4, dtype=np.float32), s=np.float32(2)) == 20
+    with pytest.raises(sl.ArgumentError, match="expected 0 dimensions"):
+        kern(x=np.ones(4, np.float32), s=np.ones(1, np.float32))
