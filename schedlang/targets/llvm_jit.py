@@ -26,6 +26,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from ..errors import ArgumentError, CompileError
+from .llvm_host_check import missing_feature
 
 __all__ = ["LLVMKernelModule", "pack_args", "float32_to_bfloat16_bits", "OPTIMIZER_RUNS"]
 
@@ -40,6 +41,9 @@ _LLVM_LOCK = threading.RLock()
 
 # ============================================================================ public API
 
+_NOT_CHECKED = object()
+
+
 class LLVMKernelModule:
     """A JIT-compiled kernel: ``source`` (optimized LLVM IR), ``address``, ``call``.
 
@@ -53,7 +57,9 @@ class LLVMKernelModule:
     def __init__(self, name, source, address, engine, from_cache, cpu, features):
         self.name, self.source, self.address = name, source, address
         self.from_cache, self.cpu, self.features = from_cache, cpu, features
-        self.cannot_run = None  # why this machine cannot run it (an instruction it lacks)
+        # why this machine cannot run it (an instruction it lacks); code for a named CPU
+        # is checked against this machine's features on first use
+        self._cannot_run = _NOT_CHECKED if features != _resolve_target("llvm")[1] else None
         self._engine = engine  # keeps the machine code mapped
         self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)(address)
 
@@ -64,6 +70,24 @@ class LLVMKernelModule:
     def call(self, args_address: int, nthreads: int) -> int:
         """Run the kernel on the uint64 argument array at ``args_address``; returns its status."""
         return int(self._fn(ctypes.c_void_p(args_address), int(nthreads)))
+
+    @property
+    def cannot_run(self):
+        """None, or why this machine cannot run the code (compiled for another CPU, it uses
+        an instruction whose feature this CPU lacks; running it would kill the process)."""
+        if self._cannot_run is _NOT_CHECKED:
+            found = missing_feature(self.assembly, _resolve_target("llvm")[1])
+            self._cannot_run = None if found is None else (
+                f"this kernel was compiled for {self.cpu} and uses {found[0].split()[0]} "
+                f"({found[1]}), which this machine's CPU ({llvm.get_host_cpu_name()}) lacks; "
+                "it can be inspected (kern.source) but not run here: compile with "
+                "target='llvm' to run it on this machine")
+        return self._cannot_run
+
+    @cannot_run.setter
+    def cannot_run(self, why):
+        if why is not None:
+            self._cannot_run = why
 
     @property
     def assembly(self):

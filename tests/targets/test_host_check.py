@@ -1,0 +1,78 @@
+"""Kernels compiled for a named CPU (``llvm:<cpu>``) are checked against this machine before
+they run: an instruction this CPU lacks is a CompileError naming it, never a crash."""
+import numpy as np
+import pytest
+
+import llvmlite.binding as llvm
+import schedlang as sl
+from schedlang.targets.llvm_host_check import missing_feature
+
+ALL_AVX512 = ("+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+popcnt,+movbe,+avx512f,+avx512bw,"
+              "+avx512vl,+avx512dq,+avx512cd")
+
+
+def host_has(feature):
+    return llvm.get_host_cpu_features().get(feature, False)
+
+
+@pytest.mark.parametrize("line,host,feature", [
+    ("vaddph %zmm1, %zmm2, %zmm3", ALL_AVX512, "avx512fp16"),
+    ("vmovsh (%rax), %xmm0", ALL_AVX512, "avx512fp16"),
+    ("vdpbf16ps %zmm1, %zmm2, %zmm3", ALL_AVX512, "avx512bf16"),
+    ("vpdpbusd %zmm1, %zmm2, %zmm3", ALL_AVX512, "avx512vnni"),
+    ("{vex} vpdpbusd %ymm1, %ymm2, %ymm3", ALL_AVX512, "avxvnni"),
+    ("vpermb %zmm1, %zmm2, %zmm3", ALL_AVX512, "avx512vbmi"),
+    ("vpopcntd %zmm1, %zmm2", ALL_AVX512, "avx512vpopcntdq"),
+    ("tileloadd (%rax,%rcx), %tmm0", ALL_AVX512, "amx-tile"),
+    ("vaddps %zmm1, %zmm2, %zmm3", "+avx,+avx2,+fma", "avx512f"),
+    ("vmovups %zmm0, (%rax) {%k1}", "+avx,+avx2,+fma", "avx512f"),
+    ("vaddps %xmm1, %xmm2, %xmm3 {%k1}", "+avx,+avx2,+fma,+avx512f", "avx512vl"),
+    ("vpaddw %zmm1, %zmm2, %zmm3", "+avx,+avx2,+fma,+avx512f", "avx512bw"),
+    ("vfmadd231ps %ymm1, %ymm2, %ymm3", "+avx,+avx2", "fma"),
+    ("vpaddd %ymm1, %ymm2, %ymm3", "+avx,+fma", "avx2"),
+    ("vaddps %ymm1, %ymm2, %ymm3", "+sse4.2,+popcnt", "avx"),
+    ("shlxq %rax, %rbx, %rcx", "+avx,+avx2,+bmi", "bmi2"),
+])
+def test_instruction_families_name_the_feature_they_need(line, host, feature):
+    asm = f"\t.text\nkernel:\n\t{line}  # comment\n\tretq\n"
+    assert missing_feature(asm, host) == (line, feature)
+    assert missing_feature(asm, host + ",+" + feature) is None
+
+
+def test_plain_code_and_unlisted_features_pass():
+    asm = "\tvmovups (%rdi), %zmm0\n\tvfmadd231ps %zmm1, %zmm2, %zmm0 {%k1}\n\tvzeroupper\n"
+    assert missing_feature(asm, ALL_AVX512) is None
+    assert missing_feature("\tmovq %rax, %rbx\n\taddq $1, %rax\n", "+sse2") is None
+    assert missing_feature("\tvaddph %zmm1, %zmm2, %zmm3\n", "") is None   # nothing to compare
+
+
+def _half_kernel(target):
+    A = sl.Input("A", sl.float16, (64,))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(64,))
+    f[i] = A[i] * A[i] + A[i]
+    s = sl.Schedule(f)
+    s[f].vectorize(i, 32)
+    return sl.compile(f, s, target=target)
+
+
+def test_a_kernel_for_a_cpu_with_instructions_this_one_lacks_is_refused_not_run():
+    kern = _half_kernel("llvm:sapphirerapids")
+    a = np.linspace(-2, 2, 64).astype(np.float16)
+    if host_has("avx512fp16"):
+        np.testing.assert_allclose(kern(A=a), a * a + a, rtol=1e-2)
+        return
+    assert "ph" in kern.module.assembly
+    with pytest.raises(sl.CompileError, match=r"compiled for sapphirerapids and uses v\w+ph "
+                       r"\(avx512fp16\).*not run here.*target='llvm'"):
+        kern(A=a)
+    with pytest.raises(sl.CompileError, match="avx512fp16"):
+        kern.time(A=a)
+    assert "define" in kern.source          # it can still be inspected
+
+
+@pytest.mark.parametrize("target", ["llvm:x86-64", "llvm:" + llvm.get_host_cpu_name()])
+def test_kernels_for_this_cpu_or_an_older_one_run(target):
+    kern = _half_kernel(target)
+    a = np.linspace(-2, 2, 64).astype(np.float16)
+    np.testing.assert_allclose(kern(A=a), a * a + a, rtol=1e-2)
