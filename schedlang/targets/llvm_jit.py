@@ -28,7 +28,8 @@ import numpy as np
 from ..errors import ArgumentError, CompileError
 from .llvm_host_check import missing_feature
 
-__all__ = ["LLVMKernelModule", "pack_args", "float32_to_bfloat16_bits", "OPTIMIZER_RUNS"]
+__all__ = ["LLVMKernelModule", "pack_args", "data_address", "float32_to_bfloat16_bits",
+           "OPTIMIZER_RUNS"]
 
 # Bumped when the way machine code is produced changes without changing the IR text.
 _CACHE_FORMAT = 1
@@ -67,9 +68,12 @@ class LLVMKernelModule:
         """The address of another function defined in this module (0 when there is none)."""
         return self._engine.get_function_address(name)
 
-    def call(self, args_address: int, nthreads: int) -> int:
-        """Run the kernel on the uint64 argument array at ``args_address``; returns its status."""
-        return int(self._fn(ctypes.c_void_p(args_address), int(nthreads)))
+    def call(self, args_address, nthreads: int) -> int:
+        """Run the kernel on the uint64 argument array at ``args_address`` (an int, or a
+        ctypes array of uint64, passed by address); returns its status."""
+        if isinstance(args_address, int):
+            args_address = ctypes.c_void_p(args_address)
+        return int(self._fn(args_address, int(nthreads)))
 
     @property
     def cannot_run(self):
@@ -142,7 +146,26 @@ def _buffer_address(arg, v) -> int:
     if not v.flags.c_contiguous:
         raise ArgumentError(f"the buffer argument {arg.name!r} is not C-contiguous; pass "
                             "np.ascontiguousarray(...)")
-    return v.ctypes.data
+    return data_address(v)
+
+
+def _data_address_reader():
+    """A function giving the address of a numpy array's data. ``a.ctypes.data`` builds a
+    ctypes object per call (microseconds, a good part of a small kernel's call); where
+    this interpreter lays arrays out as numpy's C struct says (the data pointer right
+    after the object header), the pointer is read from there, checked once on a probe."""
+    probe = np.arange(3, dtype=np.float32)
+    offset = object.__basicsize__          # ob_refcnt and ob_type: 16 bytes on 64-bit
+    try:
+        if ctypes.c_void_p.from_address(id(probe) + offset).value == probe.ctypes.data:
+            read = ctypes.c_void_p.from_address
+            return lambda a: read(id(a) + offset).value or 0
+    except (ValueError, OverflowError, TypeError):
+        pass
+    return lambda a: a.ctypes.data
+
+
+data_address = _data_address_reader()
 
 
 def _scalar_bytes(arg, v) -> np.ndarray:
