@@ -413,6 +413,8 @@ class Schedule:
             nd = _redirect(d, f, staged)
             nd = Definition(staged, d.index, nd.args, nd.value, nd.pure_vars, nd.rvars, nd.predicate)
             new_defs.append(nd)
+            # an update stage reads the staged Func, whose type is its first definition's
+            staged.definitions = list(new_defs)
         self._install(staged, new_defs)
         for old, new in zip(old_stages, self.stages[id(staged)]):
             new.dims, new.splits, new.bounds = old.dims, old.splits, old.bounds

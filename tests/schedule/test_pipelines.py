@@ -377,6 +377,23 @@ def test_gemm_cache_write_default_memory():
     run_gemm(C, s, 33, 17, 9)
 
 
+def test_cache_write_of_a_func_with_update_stages():
+    # the staged Func takes every definition (the update reads the staged Func itself)
+    A = sl.Input("A", sl.float32, (12, 20))
+    y, x = sl.vars("y x")
+    r = sl.RDom(20, name="r")
+    rows = sl.Func("rows", shape=(12, 20))
+    rows[y, x] = A[y, x] * 0.5
+    rows[y, r] = rows[y, r] + sl.select(r > 0, rows[y, sl.max(r - 1, 0)], 0.0)   # a scan
+    s = sl.Schedule(rows)
+    staged = s[rows].cache_write("local")
+    assert len(s.definitions(staged)) == 2 and "rows_cache" in str(s)
+    s[staged].compute_at(rows, y)
+    s[rows].parallel(y)
+    a = np.random.default_rng(3).random((12, 20), dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(rows, s)(A=a), np.cumsum(a * 0.5, axis=1), rtol=1e-5)
+
+
 @pytest.mark.parametrize("factor,tail", [(4, "auto"), (7, "auto"), (7, "guard"), (30, "auto"),
                                          (64, "guard")])
 def test_reduction_split_rdom(factor, tail):
