@@ -1,7 +1,8 @@
 """The fast CPU schedules the frontend gives a 2-D float32 matmul and a float32 conv2d
 (the ones `schedlang bench` uses). Matmul: a 6 x 64 tile of the result accumulated in
 AVX-512 registers (cache_write), the right operand's column panel packed once per panel
-(cache_read + compute_at), panels in parallel. Conv2d (groups 1): sums with output channels
+(cache_read + compute_at), panels in parallel. A 1x1 conv: the image plane as one fused
+loop, 4 channels x 64 pixels in registers, input pixels copied to panels. Conv2d (groups 1): sums with output channels
 innermost, 16 or 32 channels x up to 8 columns in registers, input channels in passes whose
 weights fit L1, rows in parallel; other NCHW convs: 8 channels x 32 columns.
 Example: ``gemm_schedule(s, f, True)`` on the Func of ``Tensor(a) @ Tensor(b)``.
@@ -12,14 +13,13 @@ import schedlang as sl
 from schedlang.algo import expr as E
 
 
-def _right_operand(f, k, j):
-    """The Func / Input read at [k, j] inside the matmul's reduction, if it is read directly."""
+def _read_at(f, names):
+    """The Func / Input that ``f``'s value reads at exactly the Vars ``names``, if any."""
     found = []
 
     def visit(n):
-        if (isinstance(n, E.FuncRef) and len(n.args) == 2 and isinstance(n.args[0], E.Var)
-                and isinstance(n.args[1], E.Var) and n.args[0].name == k
-                and n.args[1].name == j):
+        if isinstance(n, E.FuncRef) and len(n.args) == len(names) and all(
+                isinstance(a, E.Var) and a.name == nm for a, nm in zip(n.args, names)):
             found.append(n.func)
     E.walk_expr(f.definitions[0].value, visit)
     return found[0] if found else None
@@ -37,7 +37,7 @@ def gemm_schedule(s, f, is_output):
     if m < 6 or n < 16 or kk < 1:
         return False
     i, j, k = d.args[0].name, d.args[1].name, d.rvars[0].name
-    src = _right_operand(f, k, j)
+    src = _read_at(f, [k, j])
     tj = 64 if n >= 64 else 16 * (n // 16)
     nc = tj
     while nc * 2 <= n and kk * nc * 2 * 4 <= 512 * 1024:
@@ -157,6 +157,37 @@ def conv_nhwc_schedule(s, acc, is_output):
     s[acc].reorder(n, y, f"{o}.tile").parallel(y)
     _schedule_nhwc_sums(s, acc, f"{o}.t")
     return [acc]
+
+
+def pointwise_conv_schedule(s, f, is_output):
+    """Schedule a 1x1 conv ``f[n, o, y, x] = sum over c of w[o, c] * x[n, c, y, x]``: the
+    image plane is one fused loop cut in blocks (in parallel), 4 output channels x 64
+    pixels accumulate in registers over all input channels, and each block of the input's
+    pixels is first copied to a contiguous panel (its rows are a whole plane apart, each
+    on another page). Returns the Funcs it scheduled, or False when ``f`` is not that form."""
+    d = f.definitions[0]
+    if f.dtype != sl.float32 or f.shape is None or len(d.args) != 4 or len(d.rvars) != 1:
+        return False
+    _, o_ext, h_ext, w_ext = (int(v.value) for v in f.shape)
+    plane = h_ext * w_ext
+    if o_ext % 4 or plane % 64:
+        return False
+    n, o, y, x = (a.name for a in d.args)
+    r = d.rvars[0].name
+    block = max(b for b in range(64, 513, 64) if plane % b == 0)
+    if not is_output:
+        s[f].compute_root()
+    p = s[f].fuse(y, x, f"{y}_{x}")
+    pb, pi = s[f].split(p, block, names=(f"{p}.block", f"{p}.in"))
+    pt, pv = s[f].split(pi, 64, names=(f"{p}.tile", f"{p}.vec"))
+    ot, oreg = s[f].split(o, 4, names=(f"{o}.tile", f"{o}.reg"))
+    s[f].reorder(n, pb, ot, pt, r, oreg, pv)
+    s[f].parallel(pb).vectorize(pv, 16).unroll(oreg).unroll(f"{pv}.o")
+    src = _read_at(f, [n, r, y, x])
+    if src is not None:
+        panel = s[src].cache_read(f, memory="global")
+        s[panel].compute_at(f, pb).vectorize(s[panel].loop_names()[-1], 16)
+    return [f]
 
 
 def softmax_schedule(s, f, is_output):

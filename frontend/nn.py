@@ -316,6 +316,17 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
         """x's element under kernel tap (r.y, r.z) for output pixel (h, ww)."""
         return xp.element([n, c, h * sh + r.y * dh if sh != 1 or dh != 1 else h + r.y,
                            ww * sw + r.z * dw if sw != 1 or dw != 1 else ww + r.z])
+    if groups == 1 and KH == KW == 1 and (sh, sw, dh, dw) == (1, 1, 1, 1) and \
+            not any((pt, pb, pl, pr)) and x.dtype == sl.float32 and w.dtype == sl.float32:
+        # a 1x1 conv is a matrix product of the weights and each image plane: its default
+        # schedule (frontend/matmul_schedule.py) runs the plane as one fused loop
+        def body_pointwise(iv):
+            n, o, h, ww = iv
+            r = sl.RDom(C, name=fresh_name("r"))
+            return sl.sum(w.element([o, r, 0, 0]) * x.element([n, r, h, ww]))
+        out = Tensor.materialize("conv2d_pointwise", params, [x, w], (N, O, Ho, Wo),
+                                 body_pointwise)
+        return _conv_bias(out, bias, O)
     if groups == 1 and O % 16 == 0 and x.dtype == sl.float32 and w.dtype == sl.float32:
         # the fast form: weights transposed so output channels are contiguous, the sums
         # computed with channels innermost (NHWC), then read out as NCHW; the default

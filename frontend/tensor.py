@@ -376,7 +376,8 @@ def default_schedule(t: Tensor, out):
 # op of a stored Func -> its fast schedule in frontend/matmul_schedule.py, each called as
 # ``fn(schedule, func, is_output)`` and returning the Funcs it scheduled (or False)
 FAST_SCHEDULES = {"matmul": "gemm_schedule", "conv2d": "conv_schedule",
-                  "conv2d_nhwc": "conv_nhwc_schedule", "softmax": "softmax_schedule"}
+                  "conv2d_nhwc": "conv_nhwc_schedule", "conv2d_pointwise": "pointwise_conv_schedule",
+                  "softmax": "softmax_schedule"}
 
 
 def loop_schedule(s, f):

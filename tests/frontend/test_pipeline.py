@@ -172,6 +172,35 @@ def test_conv2d_gets_the_register_tiled_schedule():
         np.testing.assert_allclose(kern(x=a, w=w), expect, rtol=1e-4, atol=1e-4)
 
 
+def test_pointwise_conv2d_gets_the_fused_plane_schedule():
+    import schedlang as sl
+    import schedlang.frontend as F
+    from schedlang.frontend import Tensor
+    rng = np.random.default_rng(25)
+    a = rng.standard_normal((2, 16, 8, 16), dtype=np.float32)
+    w = rng.standard_normal((12, 16, 1, 1), dtype=np.float32)
+    b = rng.standard_normal(12, dtype=np.float32)
+    x, wt, bias = Tensor.input("x", a.shape), Tensor.input("w", w.shape), Tensor.input("b", (12,))
+    ref = np.einsum("kc,nchw->nkhw", w[:, :, 0, 0], a)
+    # a 1x1 conv is a matrix product over the image plane: one fused loop, register tiles
+    # of 4 channels x 64 pixels, the input's pixels copied to a panel per block
+    for y, expect, kw in ((F.conv2d(x, wt), ref, {}),
+                          (F.conv2d(x.relu(), wt, bias=bias).relu(),
+                           np.maximum(np.einsum("kc,nchw->nkhw", w[:, :, 0, 0], np.maximum(a, 0))
+                                      + b[:, None, None], 0), {"b": b})):
+        kern = sl.compile(y)
+        text = str(kern.schedule)
+        assert "fuse('i2', 'i3'" in text and "cache_read" in text and "parallel" in text
+        np.testing.assert_allclose(kern(x=a, w=w, **kw), expect, rtol=1e-4, atol=1e-4)
+    # a plane that 64 does not divide, a stride or padding: the general forms
+    odd = rng.standard_normal((1, 8, 5, 7), dtype=np.float32)
+    w8 = rng.standard_normal((6, 8, 1, 1), dtype=np.float32)
+    check(F.conv2d(Tensor(odd), Tensor(w8)), np.einsum("kc,nchw->nkhw", w8[:, :, 0, 0], odd),
+          rtol=1e-4, atol=1e-4)
+    check(F.conv2d(Tensor(odd), Tensor(w8), stride=2),
+          np.einsum("kc,nchw->nkhw", w8[:, :, 0, 0], odd[:, :, ::2, ::2]), rtol=1e-4, atol=1e-4)
+
+
 def test_grouped_conv2d_gets_the_column_tiled_schedule():
     import schedlang as sl
     import schedlang.frontend as F
