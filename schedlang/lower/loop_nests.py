@@ -19,6 +19,8 @@ from .prove import prove
 from .simplify import const_value, simplify
 
 I64 = T.int64
+# split factors above this bound their guarded inner loop by the extent split as well
+HUGE_FACTOR = 1 << 16
 
 
 def _v(name):
@@ -57,6 +59,10 @@ class StageLoops:
                 tail = self._resolve_tail(sp, e, f, has_red)
                 info[sp.outer] = (_c(0), simplify((e + (f - 1)) // f) if f > 1 else e)
                 info[sp.inner] = (_c(0), _c(f))
+                if tail == "guard" and f > HUGE_FACTOR:
+                    # a factor far past any extent would run its guarded inner loop f times
+                    # (2**40 iterations for split(x, 2**40)); no iteration past e is live
+                    info[sp.inner] = (_c(0), simplify(E.binary("min", _c(f), e)))
                 self.defs[sp.old] = ("split", sp.outer, sp.inner, f, tail, m, e)
                 if tail == "guard":
                     self.guards.append((sp.old, simplify(m + e)))

@@ -835,3 +835,23 @@ def test_compute_at_on_an_input_places_its_staged_copy():
     s2 = sl.Schedule(C)
     exec(str(s), {"sl": sl, "s": s2, "A": A, "B": B, "C": C, "i": i, "j": j, "k": k})
     assert str(s2) == str(s)
+
+
+@pytest.mark.parametrize("size", ["N", 10])
+def test_a_split_factor_far_past_the_extent_runs_only_the_live_iterations(size):
+    # split(i, 2**40) with a guard would otherwise run 2**40 guarded iterations
+    A = sl.Input("A", sl.float32, (size,))
+    i = sl.Var("i")
+    r = sl.RDom(A.shape[0], name="r")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = A[i] * 2
+    total = sl.Func("total", shape=(1,))
+    total[i] = sl.sum(f[r] + i)
+    s = sl.Schedule(total)
+    s[f].compute_root()
+    s[f].split(i, 2 ** 40, tail="guard")
+    s[total].split("r", 2 ** 33, tail="guard")
+    a = np.arange(10, dtype=np.float32)
+    kern = sl.compile(total, s)
+    assert "min(" in kern.loop_ir or size == 10
+    np.testing.assert_allclose(kern(A=a), [2 * a.sum()])
