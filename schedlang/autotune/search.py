@@ -40,7 +40,7 @@ MIN_GAIN = 0.01
 PATIENCE = 2
 # The model strategy's rounds time few candidates, so it may go on longer without a gain.
 MODEL_PATIENCE = 4
-FINALISTS = 3
+FINALISTS = 5
 # seconds of turns each finalist gets when they are timed again at the end
 FINAL_RETIME_S = 0.3
 
