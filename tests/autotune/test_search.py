@@ -210,9 +210,11 @@ def test_moves_the_legality_checks_refuse_are_skipped_not_counted_as_failures(mo
     monkeypatch.setattr(search_module, "realize", realize)
     C = matmul(32)
     r = tune(C, beam=2, budget_s=5, progress=False)
-    assert refused and r.report.rejected == len(refused)
+    # (a move that replays but fails a check of the whole schedule is rejected as well)
+    assert refused and r.report.rejected >= len(refused)
     assert r.report.failed == 0
-    assert all("refused by this test" in msg for _, _, msg in r.report.rejections)
+    ours = [a for a, _, msg in r.report.rejections if "refused by this test" in msg]
+    assert sorted(ours) == sorted(refused)
     check_matmul(sl.compile(C, r.schedule), 32)
 
 
