@@ -28,13 +28,13 @@ def _rate(w, seconds):
     return w.amount() / seconds / 1e9
 
 
-def _torch_row(w, values, threads, cold):
+def _torch_row(w, values, threads):
+    """The torch version of ``w`` as a function to time; None without torch."""
     try:
         import torch
     except ImportError:
         return None
     torch.set_num_threads(threads)
-    from schedlang.bench.timing import measure
     args = {k: torch.from_numpy(v) for k, v in values.items()}
     if w.name == "gemm":
         fn = (lambda: torch.mm(args["A"], args["B"]))
@@ -51,7 +51,7 @@ def _torch_row(w, values, threads, cold):
         fn = (lambda: torch.softmax(args["X"], dim=1))
     else:
         return None
-    return measure(fn, cold)
+    return fn
 
 
 def _halide_installed():
@@ -67,20 +67,19 @@ def _note_missing_halide(compare):
               "or pip install 'schedlang[halide]')", file=sys.stderr)
 
 
-def _halide_row(w, values, threads, cold):
-    """Time the Halide version of ``w`` (``bench/halide_workloads.py``), checked against
-    numpy first; None when the ``halide`` package is missing."""
+def _halide_row(w, values, threads):
+    """The Halide version of ``w`` (``bench/halide_workloads.py``) as a function to time,
+    checked against numpy first; None when the ``halide`` package is missing."""
     import numpy as np
     if not _halide_installed():
         return None
     from schedlang.bench.halide_workloads import make_runner
-    from schedlang.bench.timing import measure
     run = make_runner(w, values, threads)
     err = float(np.max(np.abs(run().astype(np.float64) - w.numpy(**values))))
     if not err <= w.tolerance():
         raise SystemExit(f"halide {w.name} {w.shape_text}: result differs from numpy by "
                          f"{err:g} (tolerance {w.tolerance():g}); not timing a wrong kernel")
-    return measure(run, cold)
+    return run
 
 
 def make_workload(workload, size_text, stride=1, kernel=3, dtype="float32"):
@@ -131,7 +130,7 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
     import numpy as np
 
     import schedlang as sl
-    from schedlang.bench.timing import measure, runs_start_cold
+    from schedlang.bench.timing import measure_in_turns, runs_start_cold
     w = make_workload(workload, size_text, stride, kernel, dtype)
     values = w.inputs()
     try:
@@ -155,24 +154,21 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
     rows = []
     cold = runs_start_cold(values, want)
 
-    def add(system, m):
+    systems = {"schedlang": lambda: kern(**values)}
+    if beam and dtype == "float32":
+        beam_kern = _beam_row_kernel(w, values, threads, target, beam)
+        systems["schedlang-beam"] = lambda: beam_kern(**values)
+    if "numpy" in compare:
+        systems["numpy"] = lambda: w.numpy(**values)
+    for name, make in (("torch", _torch_row), ("halide", _halide_row)):
+        fn = make(w, values, threads) if name in compare else None
+        if fn is not None:
+            systems[name] = fn
+    # in turns: a slow spell of this machine hits every system of the row alike
+    for system, m in measure_in_turns(systems, cold).items():
         rows.append({"workload": workload, "shape": w.shape_text, "system": system,
                      "threads": threads, "median_s": m.median, "min_s": m.min,
                      "rate": _rate(w, m.median), "unit": w.unit})
-    add("schedlang", measure(lambda: kern(**values), cold))
-    if beam and dtype == "float32":
-        beam_kern = _beam_row_kernel(w, values, threads, target, beam)
-        add("schedlang-beam", measure(lambda: beam_kern(**values), cold))
-    if "numpy" in compare:
-        add("numpy", measure(lambda: w.numpy(**values), cold))
-    if "torch" in compare:
-        m = _torch_row(w, values, threads, cold)
-        if m is not None:
-            add("torch", m)
-    if "halide" in compare:
-        m = _halide_row(w, values, threads, cold)
-        if m is not None:
-            add("halide", m)
     return rows
 
 

@@ -109,3 +109,17 @@ def test_cold_cache_timing_is_chosen_by_the_workload_data_for_every_system(monke
     assert m.runs == 5 and len(flushes) == 5
     timing.measure(lambda: None, cold=False, budget_s=0.0, min_runs=5)
     assert len(flushes) == 5
+
+
+def test_the_systems_of_a_row_are_timed_in_turns(monkeypatch):
+    import schedlang.bench.timing as timing
+    order, flushes = [], []
+    monkeypatch.setattr(timing, "flush_cache", lambda: flushes.append(1))
+    fns = {name: (lambda name=name: order.append(name)) for name in ("a", "b", "c")}
+    got = timing.measure_in_turns(fns, cold=True, budget_s=0.0, warmup=1, min_runs=4)
+    assert order[:3] == ["a", "b", "c"]                          # the warm-up runs
+    assert order[3:] == ["a", "b", "c"] * 4                      # then one run each, in turns
+    assert len(flushes) == 12 and all(m.runs == 4 for m in got.values())
+    got = timing.measure_in_turns(fns, cold=False, budget_s=0.0, warmup=0, min_runs=2,
+                                  max_runs=2)
+    assert len(flushes) == 12 and [m.runs for m in got.values()] == [2, 2, 2]

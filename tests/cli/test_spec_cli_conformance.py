@@ -145,7 +145,8 @@ def test_bench_refuses_bad_options_with_a_message(argv, word, monkeypatch):
 def test_schedlang_rows_are_checked_against_numpy_before_timing(monkeypatch):
     from schedlang.bench import timing
     from schedlang.bench.workloads import WORKLOADS
-    monkeypatch.setattr(timing, "measure", lambda *a, **k: pytest.fail("timed a wrong kernel"))
+    monkeypatch.setattr(timing, "measure_in_turns",
+                        lambda *a, **k: pytest.fail("timed a wrong kernel"))
     monkeypatch.setattr(WORKLOADS["gemm"], "numpy",
                         lambda self, **v: np.zeros(self.size[:2]) + 1.0)
     with pytest.raises(SystemExit) as info:
