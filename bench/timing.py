@@ -30,28 +30,37 @@ def measure(fn, cold, budget_s=1.0, warmup=2, min_runs=5, max_runs=200):
     return measure_in_turns({"fn": fn}, cold, budget_s, warmup, min_runs, max_runs)["fn"]
 
 
-def measure_in_turns(fns, cold, budget_s=1.0, warmup=2, min_runs=5, max_runs=200):
-    """Time every system of ``fns`` (``{name: fn}``) one run at a time, in turns, until
-    ``budget_s`` seconds per system are spent and each ran ``min_runs`` times: a slow
-    spell of the machine then hits every system of the row alike, and their ratios hold.
-    Returns ``{name: Measurement}``. Example: ``measure_in_turns({"a": f, "b": g}, True)``."""
+def measure_in_turns(fns, cold, budget_s=1.0, warmup=2, min_runs=5, max_runs=200, turns=4):
+    """Time every system of ``fns`` (``{name: fn}``) in ``turns`` bursts each, the systems
+    taking turns, until ``budget_s`` seconds per system are spent and each ran ``min_runs``
+    times: a slow spell of the machine then hits every system of the row alike, and their
+    ratios hold. Each burst starts with one untimed run, while the helper threads of the
+    system before may still be spinning. Returns ``{name: Measurement}``.
+    Example: ``measure_in_turns({"a": f, "b": g}, cold=True)``."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     times = {name: [] for name in fns}
-    end = time.perf_counter() + budget_s * len(fns)
-    while True:
+    burst_s = budget_s / turns
+    turn = 0
+    while turn < turns or min(len(t) for t in times.values()) < min_runs:
         for name, fn in fns.items():
-            if len(times[name]) >= max_runs:
+            runs = times[name]
+            if len(runs) >= max_runs:
                 continue
-            if cold:
-                flush_cache()
-            t0 = time.perf_counter()
             fn()
-            times[name].append(time.perf_counter() - t0)
-        counts = [len(t) for t in times.values()]
-        if min(counts) >= max_runs or (min(counts) >= min_runs and time.perf_counter() >= end):
-            break
+            # the last turn makes up what is missing from min_runs
+            want = 1 if turn < turns - 1 else max(1, min_runs - len(runs))
+            end = time.perf_counter() + burst_s
+            start = len(runs)
+            while len(runs) < max_runs and (len(runs) - start < want or
+                                            time.perf_counter() < end):
+                if cold:
+                    flush_cache()
+                t0 = time.perf_counter()
+                fn()
+                runs.append(time.perf_counter() - t0)
+        turn += 1
     return {name: Measurement(t) for name, t in times.items()}
 
 

@@ -114,12 +114,14 @@ def test_cold_cache_timing_is_chosen_by_the_workload_data_for_every_system(monke
 def test_the_systems_of_a_row_are_timed_in_turns(monkeypatch):
     import schedlang.bench.timing as timing
     order, flushes = [], []
-    monkeypatch.setattr(timing, "flush_cache", lambda: flushes.append(1))
+    monkeypatch.setattr(timing, "flush_cache", lambda: flushes.append(len(order)))
     fns = {name: (lambda name=name: order.append(name)) for name in ("a", "b", "c")}
-    got = timing.measure_in_turns(fns, cold=True, budget_s=0.0, warmup=1, min_runs=4)
+    got = timing.measure_in_turns(fns, cold=True, budget_s=0.0, warmup=1, min_runs=4, turns=2)
     assert order[:3] == ["a", "b", "c"]                          # the warm-up runs
-    assert order[3:] == ["a", "b", "c"] * 4                      # then one run each, in turns
-    assert len(flushes) == 12 and all(m.runs == 4 for m in got.values())
+    # two turns; each burst: one untimed run, then timed runs with the cache flushed
+    # before each (the last turn makes up min_runs)
+    assert order[3:] == ["a"] * 2 + ["b"] * 2 + ["c"] * 2 + ["a"] * 4 + ["b"] * 4 + ["c"] * 4
+    assert all(m.runs == 4 for m in got.values()) and len(flushes) == 12
     got = timing.measure_in_turns(fns, cold=False, budget_s=0.0, warmup=0, min_runs=2,
-                                  max_runs=2)
+                                  max_runs=2, turns=1)
     assert len(flushes) == 12 and [m.runs for m in got.values()] == [2, 2, 2]
