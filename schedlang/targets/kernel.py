@@ -268,8 +268,7 @@ class Kernel:
         return arr
 
     def _run(self, values):
-        from .llvm_jit import pack_args
-        argv = pack_args(self.args, values)
+        argv = _llvm_jit().pack_args(self.args, values)
         self._run_argv((ctypes.c_uint64 * len(argv)).from_buffer(argv))
 
     def _run_argv(self, argv):
@@ -385,11 +384,10 @@ class _CallPlan:
     def make(cls, kern, kwargs, values, outs):
         """A plan for calls like this one, or None when it needs the general path (an input
         was copied: not contiguous, overlapping an output, bfloat16 given as such)."""
-        from .llvm_jit import pack_args
         out_names = [o.name for o in kern.outputs]
         plan = cls()
         plan.inputs, plan.outputs = [], []
-        packed = pack_args(kern.args, values)
+        packed = _llvm_jit().pack_args(kern.args, values)
         for slot, a in enumerate(kern.args):
             if a.kind != "buffer":
                 continue
