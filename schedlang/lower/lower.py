@@ -17,6 +17,7 @@ from .debug_bounds import debug_bounds
 from .inline import inline_functions
 from .partition_loops import partition_loops
 from .promote_accumulators import promote_accumulators
+from .remove_clamps import remove_clamps
 from .remove_guards import remove_guards
 from .schedule_functions import schedule_functions
 from .simplify import simplify_stmt
@@ -37,6 +38,7 @@ PASSES = [
     ("debug_bounds", debug_bounds),
     ("unroll_loops", unroll_loops),
     ("partition_loops", partition_loops),
+    ("remove_clamps", remove_clamps),
     ("vectorize_loops", vectorize_loops),
     ("promote_accumulators", promote_accumulators),
     ("final_simplify", lambda s, ctx: simplify_stmt(s)),

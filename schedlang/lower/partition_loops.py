@@ -69,7 +69,7 @@ class _Partitioner:
         if isinstance(s, ir.Block):
             return ir.make_block([self.stmt(c, in_vector) for c in s.stmts])
         if isinstance(s, ir.For):
-            if s.kind in ("serial", "parallel") and not in_vector and not self.in_tail:
+            if s.kind in ("serial", "parallel") and not in_vector and self.in_tail < 2:
                 done = self.partition(s)
                 if done is not None:
                     return done

@@ -323,9 +323,16 @@ def _trivial(v):
         return False
     if isinstance(v, (E.Const, E.Var)):
         return True
-    # a variable plus a constant, or a fused loop's row / column (``p // W``, ``p % W``)
-    return (isinstance(v, E.BinOp) and v.op in ("add", "sub", "floordiv", "mod")
-            and isinstance(v.a, E.Var) and isinstance(v.b, E.Const))
+    # a variable plus a constant, or a fused loop's row / column (``p // W``, ``p % W``),
+    # also of a shifted variable and shifted itself (``(p + 32) // W + 4`` in a loop tail)
+    return _shifted_div_mod(v, 3)
+
+
+def _shifted_div_mod(v, depth):
+    if isinstance(v, E.Var):
+        return True
+    return (depth > 0 and isinstance(v, E.BinOp) and v.op in ("add", "sub", "floordiv", "mod")
+            and isinstance(v.b, E.Const) and _shifted_div_mod(v.a, depth - 1))
 
 
 _ONCE_KINDS = ("serial", "unrolled", "vectorized")

@@ -224,13 +224,37 @@ def test_a_fused_plane_is_one_dense_vector_loop():
 @pytest.mark.parametrize("tail", ["guard", "pad", "shift"])
 def test_a_fused_plane_split_with_a_tail_keeps_its_range(tail):
     # 240 is not a multiple of 64: with a guard or padding the last tile runs past the
-    # plane, so the row and column stay clamped (bounds inference needs the range); a
-    # shifted tile stays inside it and folds like an exact split
+    # plane, so the row stays clamped from above (bounds inference needs the range; the
+    # clamp from below cannot bind and goes); a shifted tile stays inside the plane and
+    # folds like an exact split
     out, g, y, x, inputs, ref = _plane_matvec(staged=True)
     s = sl.Schedule(out)
     s[g].compute_root()
     p = s[g].fuse(y, x, "p")
     s[g].split(p, 64, tail=tail)
     kern = sl.compile(out, s)
-    assert ("min(max(" in kern.loop_ir) == (tail != "shift"), kern.loop_ir
+    assert ("min(g.s0.p // 40, 5)" in kern.loop_ir) == (tail != "shift"), kern.loop_ir
+    assert "max(" not in kern.loop_ir
+    np.testing.assert_allclose(kern(**inputs), ref, rtol=1e-5)
+
+
+def test_a_guarded_fused_plane_is_dense_in_its_steady_part_and_tiled_in_its_tail():
+    # blocks of 96 pixels (tiles of 32, vectors of 16) over a 240-pixel plane: the two
+    # whole blocks run dense and unclamped; in the last, partial block the whole tiles are
+    # split from the guarded one, so only a single tile runs lane by lane
+    out, g, y, x, inputs, ref = _plane_matvec(staged=True)
+    s = sl.Schedule(out)
+    s[g].compute_root()
+    p = s[g].fuse(y, x, "p")
+    s[g].split(p, 96, names=("pb", "pin"), tail="guard")
+    s[g].split("pin", 32, names=("pt", "pv"))
+    s[g].vectorize("pv", 16)
+    kern = sl.compile(out, s)
+    ir_text = kern.loop_ir
+    assert "for g.s0.pb in [0, 2):" in ir_text    # the last block runs once, after it
+    assert "X[ramp(g.s0.c * 240 + g.s0.p, 1, 16)]" in ir_text, ir_text
+    # the last block's whole tile (pixels 192..223) folds to dense vectors too
+    assert "X[ramp(g.s0.c * 240 + g.s0.pv + 192, 1, 16)]" in ir_text, ir_text
+    assert "for g.s0.pt in [1, 3):" in ir_text
+    assert ir_text.count("if ") == 1
     np.testing.assert_allclose(kern(**inputs), ref, rtol=1e-5)
