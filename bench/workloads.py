@@ -18,6 +18,8 @@ def parse_size(workload, text):
         parts = [int(p) for p in str(text).lower().split("x")]
     except ValueError:
         raise SystemExit(f"--size {text!r}: expected integers separated by 'x'") from None
+    if min(parts) < 1:
+        raise SystemExit(f"--size {text!r}: every size must be at least 1")
     if workload == "gemm":
         if len(parts) == 1:
             return (parts[0],) * 3

@@ -142,18 +142,37 @@ def elementwise(op, fn, *operands, extra=()):
 
 # ---------------------------------------------------------------------- arithmetic
 
+def _is_bool(x):
+    return (x.dtype.is_bool if isinstance(x, Tensor) else isinstance(x, (bool, np.bool_)))
+
+
+def _no_bool_arithmetic(op, *operands):
+    """numpy and torch refuse ``-`` on bools (``+`` and ``*`` are ``or`` and ``and``)."""
+    if all(_is_bool(x) for x in operands):
+        raise sl.AlgorithmError(f"{op}: bool operands cannot be subtracted or negated (numpy and "
+                                "torch refuse it too); use logical_xor / logical_not (^, ~), or "
+                                "cast to an integer type first")
+
+
 def add(a, b):
-    """``a + b`` with broadcasting: ``F.add(x, 1)``."""
+    """``a + b`` with broadcasting: ``F.add(x, 1)``. Two bool operands give their logical
+    or, as in numpy and torch."""
+    if _is_bool(a) and _is_bool(b):
+        return elementwise("add", lambda p, q: p | q, a, b)
     return elementwise("add", lambda p, q: p + q, a, b)
 
 
 def sub(a, b):
     """``a - b`` with broadcasting: ``F.sub(x, y)``."""
+    _no_bool_arithmetic("sub", a, b)
     return elementwise("sub", lambda p, q: p - q, a, b)
 
 
 def mul(a, b):
-    """``a * b`` with broadcasting: ``F.mul(x, 2.0)``."""
+    """``a * b`` with broadcasting: ``F.mul(x, 2.0)``. Two bool operands give their logical
+    and, as in numpy and torch."""
+    if _is_bool(a) and _is_bool(b):
+        return elementwise("mul", lambda p, q: p & q, a, b)
     return elementwise("mul", lambda p, q: p * q, a, b)
 
 
@@ -211,6 +230,7 @@ def pow(a, b):  # noqa: A001 - the op's name
 
 def neg(x):
     """``-x``: ``F.neg(x)``."""
+    _no_bool_arithmetic("neg", x)
     return elementwise("neg", lambda p: -p, x)
 
 

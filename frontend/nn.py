@@ -126,11 +126,21 @@ def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
 
 # ---------------------------------------------------------------------- matmul
 
+def _is_half(*tensors):
+    """True when every operand is float16 (or every one bfloat16): products and sums of
+    such operands are computed in float32 and rounded once at the end, as torch does."""
+    dts = {t.dtype for t in tensors}
+    return len(dts) == 1 and next(iter(dts)) in (sl.float16, sl.bfloat16)
+
+
 def matmul(a, b):
     """Matrix product with torch / numpy semantics: 2-D, batched N-D with broadcasting of
     the batch dims, and 1-D operands (a vector is promoted, then its dim removed).
     Example: ``(Tensor(a) @ Tensor(b)).numpy()``."""
     a, b = EW.promote_operands([EW.as_tensor(a, "matmul"), EW.as_tensor(b, "matmul")])
+    if _is_half(a, b):
+        # half-precision products accumulate in float32 and round once, as torch does
+        return EW.cast(matmul(EW.cast(a, sl.float32), EW.cast(b, sl.float32)), a.dtype)
     if a.ndim == 0 or b.ndim == 0:
         raise sl.AlgorithmError(f"matmul: both operands need at least 1 dimension, got shapes "
                                 f"{a.shape} and {b.shape}")
@@ -150,10 +160,8 @@ def matmul(a, b):
         k = sl.RDom(K, name=fresh_name("k"))
         ai = EW.broadcast_index(bidx, a2.shape[:-2], batch) + [i, k.as_expr()]
         bi = EW.broadcast_index(bidx, b2.shape[:-2], batch) + [k.as_expr(), j]
-        return sl.sum(a2.element(ai) * b2.element(bi))
-    if K == 0:
-        raise sl.AlgorithmError(f"matmul: shapes {a.shape} and {b.shape} have an empty inner "
-                                "dimension; this is not supported")
+        # over= names k: with K == 1 a size-1 operand is read at index 0 and k vanishes
+        return sl.sum(a2.element(ai) * b2.element(bi), over=[k])
     out = Tensor.materialize("matmul", (), [a2, b2], shape, body)
     if a.ndim == 1:
         out = S.squeeze(out, -2)
@@ -288,6 +296,11 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
         raise sl.AlgorithmError(f"conv2d: groups must be an int >= 1, got {groups!r}")
     x, w = EW.promote_operands([x, w])
+    if _is_half(x, w):
+        # half precision: products, sums and the bias in float32, rounded once (torch)
+        b32 = None if bias is None else EW.cast(EW.as_tensor(bias, "conv2d"), sl.float32)
+        return EW.cast(conv2d(EW.cast(x, sl.float32), EW.cast(w, sl.float32), b32, stride,
+                              padding, dilation, groups), x.dtype)
     (sh, sw), (dh, dw) = _pair(stride, "conv2d stride"), _pair(dilation, "conv2d dilation")
     N, C, H, W = x.shape
     O, Cg, KH, KW = w.shape
@@ -458,5 +471,10 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     """Average pooling over the last two dims (torch: by default ``count_include_pad=True``,
     padded zeros count; ``ceil_mode`` and ``divisor_override`` as torch).
     Example: ``x.avg_pool2d(2)`` or ``F.avg_pool2d(x, 3, 1, 1, count_include_pad=False)``."""
+    x = EW.as_tensor(x, "avg_pool2d")
+    if _is_half(x):
+        # half precision: summed and divided in float32, rounded once (torch)
+        return EW.cast(avg_pool2d(EW.cast(x, sl.float32), kernel_size, stride, padding,
+                                  ceil_mode, count_include_pad, divisor_override), x.dtype)
     return _pool("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode,
                  count_include_pad, divisor_override)

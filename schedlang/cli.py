@@ -292,6 +292,11 @@ def cmd_bench(args):
         raise SystemExit(f"--compare {','.join(unknown)}: unknown system; choose from "
                          f"{', '.join(COMPARE_SYSTEMS)}")
     threads = _thread_counts(args.threads)
+    from schedlang.compiler import check_target
+    check_target(args.target)
+    for n in names:             # every --size is checked before any row is measured
+        for size in args.size or []:
+            make_workload(n, size, args.stride, args.kernel)
     _note_missing_halide(args.compare)
     rows = []
     for n in names:
@@ -389,8 +394,12 @@ def main(argv=None):
     if argv[:1] == ["_measure"]:
         workload, size, threads, compare, target, stride, kernel, dtype = argv[1:9]
         beam = int(argv[9]) if len(argv) > 9 else 0
-        rows = run_one(workload, size, int(threads), compare.split(","), target, int(stride),
-                       int(kernel), dtype, beam)
+        from schedlang.errors import SchedlangError
+        try:
+            rows = run_one(workload, size, int(threads), compare.split(","), target,
+                           int(stride), int(kernel), dtype, beam)
+        except SchedlangError as e:     # the parent shows this line, not a traceback
+            raise SystemExit(f"schedlang bench: {type(e).__name__}: {e}") from None
         print(json.dumps(rows))
         return 0
     p = argparse.ArgumentParser(prog="schedlang", description=__doc__.splitlines()[0])

@@ -53,7 +53,9 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
     return outputs, schedule
 
 
-def _check_target(target):
+def check_target(target):
+    """The backend of ``target`` ("llvm"), or a CompileError saying which targets exist.
+    Example: ``check_target("llvm:skylake-avx512") == "llvm"``."""
     if not isinstance(target, str) or not target:
         raise CompileError(f"target must be a string such as 'llvm', got {target!r}")
     base = target.split(":", 1)[0]
@@ -80,7 +82,7 @@ def _check_cpu_directives(schedule):
 def lower(outputs, schedule=None, target="llvm"):
     """The loop IR of ``outputs`` under ``schedule`` (printable), without compiling it."""
     # the target first: a bad one must not cost a tuning-database lookup
-    base = _check_target(target)
+    base = check_target(target)
     outputs, schedule = _outputs_and_schedule(outputs, schedule, target)
     if base == "llvm":
         _check_cpu_directives(schedule)
@@ -138,7 +140,7 @@ def compile(outputs, schedule=None, target="llvm"):  # noqa: A001 - SPEC name
     bound_args = getattr(outputs, "__schedlang_arguments__", None)
     bound = dict(bound_args()) if bound_args is not None else {}
     # the target first: a bad one must not start a BEAM search
-    base = _check_target(target)
+    base = check_target(target)
     outputs, schedule = _outputs_and_schedule(outputs, schedule, target, tune=True)
     _check_cpu_directives(schedule)
     stmt, ctx = lower_pipeline(schedule, target)
@@ -151,7 +153,7 @@ def compile(outputs, schedule=None, target="llvm"):  # noqa: A001 - SPEC name
         if os.environ.get("SCHEDLANG_DUMP") == "time":
             print(f"[schedlang] {'llvm codegen + jit':22s} {(time.perf_counter() - t0) * 1e3:8.2f} ms"
                   f"{' (from cache)' if module.from_cache else ''}", file=sys.stderr)
-    else:  # pragma: no cover - _check_target rejects the others
+    else:  # pragma: no cover - check_target rejects the others
         raise ScheduleError(f"target {target!r}")
     inputs = {i.name for i in schedule.inputs}
     bound = {k: v for k, v in bound.items() if k in inputs}

@@ -256,9 +256,13 @@ class Reduce(Expr):
 # ----------------------------------------------------------------------------- building
 
 def to_expr(x) -> Expr:
-    """Turn a Python number, bool, Expr or 1-D RDom into an Expr (numbers become weak)."""
+    """Turn a Python number, bool, numpy scalar, Expr or 1-D RDom into an Expr (Python
+    numbers become weak literals; numpy scalars keep their dtype)."""
     if isinstance(x, Expr):
         return x
+    if isinstance(x, np.generic):
+        # numpy scalars are typed, not weak (NEP 50): np.float64 is a Python float subclass
+        return Const(x.item(), T.from_numpy(x.dtype))
     if isinstance(x, bool):
         return Const(x, T.bool_)
     if isinstance(x, int):
@@ -268,8 +272,6 @@ def to_expr(x) -> Expr:
     conv = getattr(x, "as_expr", None)
     if conv is not None:
         return conv()
-    if isinstance(x, np.generic):
-        return Const(x.item(), T.from_numpy(x.dtype))
     raise AlgorithmError(f"cannot use {x!r} ({type(x).__name__}) in an expression; use a number, "
                          "a Var, a Param or a Func / Input read")
 

@@ -195,19 +195,24 @@ def _replace_rvars(e, mapping):
 # ---------------------------------------------------------------------------- reductions
 
 def _free(e, cls):
-    """Distinct nodes of class ``cls`` in ``e`` outside any Reduce, in first-seen order."""
+    """Distinct nodes of class ``cls`` in ``e`` that no enclosing Reduce binds (a Reduce
+    binds the variables of its RDom; ``sl.maximum(sl.sum(A[i, r1, r2], over=r2))`` leaves
+    r1 to the outer reduction), in first-seen order."""
     seen, out, visited = set(), [], set()
 
-    def go(n):
-        if isinstance(n, E.Reduce) or id(n) in visited:
+    def go(n, bound):
+        if (id(n), bound) in visited:
             return
-        visited.add(id(n))
-        if isinstance(n, cls) and id(n) not in seen:
+        visited.add((id(n), bound))
+        if isinstance(n, E.Reduce):
+            go(n.body, bound | frozenset(id(v) for v in n.rdom.vars))
+            return
+        if isinstance(n, cls) and id(n) not in seen and id(n) not in bound:
             seen.add(id(n))
             out.append(n)
         for k in n.kids():
-            go(k)
-    go(e)
+            go(k, bound)
+    go(e, frozenset())
     return out
 
 
@@ -447,8 +452,9 @@ class Func(Callable):
                 continue
             if isinstance(v, E.RVar):
                 raise AlgorithmError(f"{name}: the reduction variable {v.name} appears outside a "
-                                     f"reduction; wrap it in sl.sum(...) (or another reduction) or "
-                                     "write an update definition")
+                                     f"reduction over its RDom; wrap it in sl.sum(...) (or another "
+                                     "reduction, or name it in over=) or write an update "
+                                     "definition")
             if all(v.name != n for n in names):
                 raise AlgorithmError(f"{name}[{', '.join(names)}] uses the Var {v.name}, which is "
                                      f"not one of its arguments")

@@ -71,12 +71,14 @@ class AccessBoxes:
             sc.pop(s.var)
         elif isinstance(s, ir.IfThenElse):
             self.expr(s.cond, site)
-            pushed = self._refine(s.cond)
+            pushed, pushed_exprs = self._refine(s.cond)
             n = self._fact(s.cond)
             self.stmt(s.then, site)
             self._drop(n)
             for name in pushed:
                 sc.pop(name)
+            for e in pushed_exprs:
+                sc.pop_expr(e)
             n = self._fact(E.UnOp("not", s.cond)) if s.else_ is not None else 0
             self.stmt(s.else_, site)
             self._drop(n)
@@ -100,8 +102,10 @@ class AccessBoxes:
         E.walk_expr(e, fn)
 
     def _refine(self, cond):
-        """Narrow the ranges of let/loop variables compared against a bound in ``cond``."""
-        pushed = []
+        """Narrow the ranges of let/loop variables compared against a bound in ``cond``, and
+        record the bound of a compared expression (``k.o * 4 + k.i < K``: a guarded split's
+        index) for reads at exactly that index. Returns (variables, expressions) pushed."""
+        pushed, pushed_exprs = [], []
         conj = []
 
         def split(c):
@@ -119,6 +123,8 @@ class AccessBoxes:
                 if isinstance(b, E.Var):
                     a, b, op = b, a, {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[op]
                 else:
+                    if a.dtype.is_int and a.dtype.lanes == 1:
+                        pushed_exprs += self._refine_expr(a, op, b)
                     continue
             cur = self.scope.get(a.name)
             if cur is None:
@@ -134,7 +140,19 @@ class AccessBoxes:
                 continue
             self.scope.push(a.name, new)
             pushed.append(a.name)
-        return pushed
+        return pushed, pushed_exprs
+
+    def _refine_expr(self, a, op, b):
+        """Record ``a op b`` as a bound of expression ``a``; returns [a] when recorded."""
+        bb = bounds_of(b, self.scope)
+        if op in ("lt", "le") and bb.hi is not None:
+            iv = Interval(None, simplify(bb.hi - 1) if op == "lt" else bb.hi)
+        elif op in ("gt", "ge") and bb.lo is not None:
+            iv = Interval(simplify(bb.lo + 1) if op == "gt" else bb.lo, None)
+        else:
+            return []
+        self.scope.push_expr(a, iv)
+        return [a]
 
 
 _STAGE_VAR = re.compile(r"^.+\.s\d+\.(.+)$")

@@ -42,9 +42,27 @@ class LowerContext:
                     self.facts.append(E.binary("ge", x, 1))
         self.debug_bounds = "bounds" in os.environ.get("SCHEDLANG_DEBUG", "")
         self.call_checks = []      # (cond Expr, message) checked when the kernel is called
+        self._output_bounds()
         self.assert_messages = {}  # Assert code -> what the user is told when it fails
         self.allocations = {}      # buffer name -> memory scope chosen
         self.region_values = {}    # (id(func), dim) -> (min, extent) Exprs of the region Lets
+
+    def _output_bounds(self):
+        """``bound(j, 0, 64)`` on an output: its extent along j is 64, a fact the passes use
+        and the kernel checks when called."""
+        for o in self.outputs:
+            st0 = self.schedule.stage_schedules(o)[0]
+            for d, size in enumerate(o.shape or ()):
+                name = _dim_name(o, d)
+                if name not in st0.bounds:
+                    continue
+                ext = st0.bounds[name][1]
+                cond = E.binary("eq", size, ext)
+                self.facts.append(cond)
+                self.call_checks.append((cond, f"bound({name}, 0, {ext}) on {o.name}: the output "
+                                               f"{o.name} has extent {size} along {name}, not "
+                                               f"{ext}; call the kernel with sizes that give "
+                                               f"{ext}, or change the bound"))
 
     def is_output(self, f):
         return any(f is o for o in self.outputs)
@@ -56,12 +74,13 @@ class LowerContext:
 
     def region(self, f, d):
         """The computed region (min, extent) of dimension ``d`` of ``f`` as the loops see it:
-        the shape for outputs, the values of ``bound()``, else the region Vars."""
+        the values of ``bound()`` (for an output, checked against its shape at call time),
+        else the shape for outputs, else the region Vars."""
         from .simplify import simplify
-        if self.is_output(f):
-            return E.Const(0, T.int64), simplify(E.cast(T.int64, f.shape[d]))
         st0 = self.schedule.stage_schedules(f)[0] if hasattr(f, "definitions") else None
         name = _dim_name(f, d)
+        if self.is_output(f) and (st0 is None or name not in st0.bounds):
+            return E.Const(0, T.int64), simplify(E.cast(T.int64, f.shape[d]))
         if st0 is not None and name in st0.bounds:
             lo, ext = st0.bounds[name]
             return E.Const(lo, T.int64), E.Const(ext, T.int64)

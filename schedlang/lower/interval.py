@@ -49,6 +49,12 @@ def union(a: Interval, b: Interval) -> Interval:
     return Interval(_op("min", a.lo, b.lo), _op("max", a.hi, b.hi))
 
 
+def _intersect(a: Interval, b: Interval) -> Interval:
+    lo = b.lo if a.lo is None else a.lo if b.lo is None else _op("max", a.lo, b.lo)
+    hi = b.hi if a.hi is None else a.hi if b.hi is None else _op("min", a.hi, b.hi)
+    return Interval(lo, hi)
+
+
 def intersect_hi(iv: Interval, hi):
     return Interval(iv.lo, hi if iv.hi is None else _op("min", iv.hi, hi))
 
@@ -70,6 +76,18 @@ class Scope:
 
     def __init__(self):
         self.vars = {}
+        # structural key of an expression -> Intervals known for it on this path (an
+        # enclosing ``if k.o * 4 + k.i < K`` bounds that sum, not each variable alone)
+        self.exprs = {}
+
+    def push_expr(self, e, iv):
+        self.exprs.setdefault(E.structural_key(e), []).append(iv)
+
+    def pop_expr(self, e):
+        key = E.structural_key(e)
+        self.exprs[key].pop()
+        if not self.exprs[key]:
+            del self.exprs[key]
 
     def push(self, name, iv):
         self.vars.setdefault(name, []).append(iv)
@@ -99,6 +117,9 @@ class _Bounds:
         if k in self.memo:
             return self.memo[k][1]
         r = self.visit(e)
+        if self.scope.exprs and not isinstance(e, (E.Const, E.Var)):
+            for known in self.scope.exprs.get(E.structural_key(e), ()):
+                r = _intersect(r, known)
         self.memo[k] = (e, r)
         return r
 

@@ -102,15 +102,10 @@ def _output_nest(ctx, f):
         raise AlgorithmError(f"the output Func {f.name} needs a shape: Func({f.name!r}, "
                              "shape=(...))")
     body = build_func(ctx, f)
-    st0 = ctx.schedule.stage_schedules(f)[0]
     for d in reversed(range(len(f.shape))):
         vmin, vext = ctx.region_vars(f, d)
-        name = f.definitions[0].args[d].name
-        if name in st0.bounds:
-            raise ScheduleError(f"bound({name}) on {f.name}: {f.name} is an output; its region "
-                                "is its shape")
-        body = ir.LetStmt(vmin.name, E.Const(0, T.int64),
-                          ir.LetStmt(vext.name, simplify(E.cast(T.int64, f.shape[d])), body))
+        _, ext = ctx.region(f, d)   # the shape, or the constant a bound() states (checked)
+        body = ir.LetStmt(vmin.name, E.Const(0, T.int64), ir.LetStmt(vext.name, ext, body))
     return body
 
 

@@ -129,6 +129,10 @@ class StageSchedule:
                 raise ScheduleError(f"{directive} on {self.name}: tail='{tail}' recomputes or "
                                     f"adds points, which is only legal on pure stages ({why}); "
                                     "use tail='guard'")
+            if tail == "shift" and self.definition.reductions:
+                raise ScheduleError(f"{directive} on {self.name}: tail='shift' recomputes "
+                                    f"points, which {self.func.name}'s inline reduction would "
+                                    "count twice; use tail='guard'")
             if tail == "pad" and self._is_output():
                 raise ScheduleError(f"{directive} on {self.name}: tail='pad' rounds the computed "
                                     f"region up, but {self.func.name} is an output whose storage is "
@@ -237,6 +241,12 @@ class StageSchedule:
                 self.schedule._resume(rec)
             self._record("unroll", [var_name(v, "unroll", self.name), factor])
             return self
+        name = var_name(v, "unroll", self.name)
+        ext = self._symbolic_extent(name)
+        if ext is not None:
+            raise ScheduleError(f"unroll({name}) on {self.name}: its extent is not a "
+                                f"compile-time constant (it depends on {ext}); unroll with a factor "
+                                f"(unroll({name}, 4)) or split it first")
         d = self._mark(v, "unrolled", "unroll")
         self._record("unroll", [d.name])
         return self
@@ -379,9 +389,35 @@ class StageSchedule:
                     else None
         return None
 
+    def _symbolic_extent(self, name):
+        """The extent of loop ``name`` when the schedule alone shows it is not a constant: a
+        dimension of an output over a symbolic size, an RDom dimension of symbolic extent,
+        or a split's outer loop / a fused loop made from one; else None (a constant, or
+        known only once bounds inference has run)."""
+        for sp in self.splits:
+            if sp.kind == "split" and sp.outer == name:
+                return self._symbolic_extent(sp.old)
+            if sp.kind == "fuse" and sp.old == name:
+                return self._symbolic_extent(sp.outer) or self._symbolic_extent(sp.inner)
+        for var in self.definition.loop_vars:
+            if var.name != name:
+                continue
+            if isinstance(var, E.RVar):
+                ext = var.rdom.bounds[var.dim][1]
+            elif (self.index == 0 and self._is_output() and self.func.shape is not None
+                  and name not in self.bounds):
+                pos = [a.name for a in self.func.definitions[0].args].index(name)
+                ext = self.func.shape[pos]
+            else:
+                return None
+            return None if isinstance(ext, (int, E.Const)) else ext
+        return None
+
     def bound(self, v, lo, extent):
         """Fix the region computed along pure dimension ``v`` to [lo, lo + extent); checked
-        when the kernel runs."""
+        when the kernel runs (an output's region is its shape: ``bound(j, 0, 64)`` states that
+        its extent along j is 64, so its loops have a constant extent).
+        Example: ``s[C].bound(j, 0, 1024)``."""
         name = var_name(v, "bound", self.name)
         d0 = self.func.definitions[0]
         if self.index != 0 or all(a.name != name for a in d0.args):
@@ -393,6 +429,13 @@ class StageSchedule:
                 raise ScheduleError(f"bound({name}) on {self.name}: {what} must be an int, got {x!r}")
         if extent < 1:
             raise ScheduleError(f"bound({name}) on {self.name}: extent must be >= 1, got {extent}")
+        if self._is_output():
+            size = self.func.shape[[a.name for a in d0.args].index(name)]
+            size = size.value if isinstance(size, E.Const) else size
+            if lo != 0 or (isinstance(size, int) and size != extent):
+                raise ScheduleError(f"bound({name}, {lo}, {extent}) on {self.name}: "
+                                    f"{self.func.name} is an output, whose region along {name} "
+                                    f"is [0, {size}); bound it to that or leave it unbounded")
         self.bounds[name] = (lo, extent)
         self._record("bound", [name, lo, extent])
         return self

@@ -37,6 +37,16 @@ def test_bench_blur_and_unknown_workload():
     assert r.returncode != 0 and "nosuch" in (r.stderr + r.stdout)
 
 
+def test_bad_sizes_and_targets_are_refused_with_a_message_before_anything_runs():
+    for args, said in [(("--size", "0"), "--size '0': every size must be at least 1"),
+                       (("--size", "-5"), "--size '-5': every size must be at least 1"),
+                       (("--size", "16", "--target", "bogus"), "unknown target 'bogus'"),
+                       (("--size", "16", "--target", "cuda"), "the cuda backend is not")]:
+        r = _run("bench", "gemm", "--threads", "1", *args)
+        assert r.returncode != 0 and said in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+
+
 def test_show_prints_schedule_loop_ir_and_code():
     r = _run("show", "gemm", "--size", "64")
     assert r.returncode == 0, r.stderr

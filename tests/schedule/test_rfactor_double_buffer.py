@@ -26,6 +26,27 @@ def test_rfactor_of_split_inner_loop(K):
     assert "rfactor('k.i'" in str(s)
 
 
+@pytest.mark.parametrize("K", [7, 8, 1])
+def test_an_input_staged_for_an_rfactor_of_a_guarded_split_covers_only_the_input(K):
+    # the guard k.o * 4 + k.i < K bounds what the partial sums read, so the staged copy of
+    # A is A's own extent (K), not K rounded up to the split
+    A = sl.Input("A", sl.float32, ("M", "K"))
+    B = sl.Input("B", sl.float32, ("K", "N"))
+    i, j = sl.vars("i j")
+    k = sl.RDom(A.shape[1], name="k")
+    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
+    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    s = sl.Schedule(C)
+    _, ki = s[C].split(k, 4, tail="guard")
+    partial = s[C].rfactor(ki)
+    s[A].cache_read(partial)
+    rng = np.random.default_rng(K)
+    a, b = rng.random((5, K), dtype=np.float32), rng.random((K, 3), dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(C, s)(A=a, B=b), a @ b, rtol=1e-5)
+    again = sl.Schedule.from_json(s.to_json(), C)
+    np.testing.assert_allclose(sl.compile(C, again)(A=a, B=b), a @ b, rtol=1e-5)
+
+
 def test_rfactor_whole_reduction_variable_parallel_and_vectorized():
     A, i, k, f = _row_sum(1)
     s = sl.Schedule(f)

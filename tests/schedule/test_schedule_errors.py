@@ -155,6 +155,15 @@ def test_split_tail_shift_on_update_stage():
     names_all(msg, "split(x", "f", "update", "shift", "guard")
 
 
+def test_split_tail_shift_on_an_inline_reduction_is_refused_at_the_directive():
+    A, B, C, i, j, k = build_gemm()
+    s = sl.Schedule(C)
+    with pytest.raises(sl.ScheduleError) as e:
+        s[C].split(i, 8, tail="shift")
+    names_all(str(e.value), "split(i, 8)", "C", "shift", "reduction", "guard")
+    s[C].split(i, 8, tail="guard")
+
+
 def test_split_tail_pad_on_output():
     A, B, C, i, j, k = build_gemm()
     s = sl.Schedule(C)
@@ -285,10 +294,12 @@ def test_unroll_of_non_constant_extent_loop():
     A, g, f, y, x = build_two_stage()
     s = sl.Schedule(f)
     with pytest.raises(sl.ScheduleError) as e:
-        s[f].unroll(x)
-        sl.compile(f, s)
+        s[f].unroll(x)          # an output's extent is its shape: refused at the directive
     msg = str(e.value)
     names_all(msg, "unroll(x)", "f", "constant", "W")
+    xo, _ = s[f].split(x, 4)
+    with pytest.raises(sl.ScheduleError, match=r"unroll\(x\.o\) on f: .*depends on W"):
+        s[f].unroll(xo)
 
 
 def test_unroll_of_non_constant_extent_loop_of_intermediate():
@@ -318,9 +329,8 @@ def test_unroll_of_non_constant_reduction_loop():
     A, B, C, i, j, k = build_gemm()
     s = sl.Schedule(C)
     with pytest.raises(sl.ScheduleError) as e:
-        s[C].unroll(k)
-        sl.compile(C, s)
-    names_all(str(e.value), "unroll(k)", "C", "constant")
+        s[C].unroll(k)          # the RDom's extent is K: refused at the directive
+    names_all(str(e.value), "unroll(k)", "C", "constant", "K")
 
 
 # --- compute_at / store_at / compute_inline ----------------------------------------------
@@ -529,19 +539,37 @@ def test_bound_non_positive_extent():
     names_all(str(e.value), "bound(x)", "g", "extent")
 
 
-@pytest.mark.parametrize("symbolic", [True, False])
-def test_bound_on_output(symbolic):
-    # With a constant output shape this is rejected at the call; with a symbolic shape the
-    # error may come at compile time.
-    A = sl.Input("A", sl.float32, ("H", "W") if symbolic else (16, 20))
+def test_bound_on_an_output_of_another_extent_or_not_from_zero():
+    A = sl.Input("A", sl.float32, (16, 20))
     y, x = sl.vars("y x")
     f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
     f[y, x] = A[y, x] + 1
     s = sl.Schedule(f)
     with pytest.raises(sl.ScheduleError) as e:
         s[f].bound(x, 0, 16)
-        sl.compile(f, s)
-    names_all(str(e.value), "bound(x)", "f", "output")
+    names_all(str(e.value), "bound(x, 0, 16)", "f", "output", "[0, 20)")
+    with pytest.raises(sl.ScheduleError, match=r"bound\(y, 2, 14\) on f: .*\[0, 16\)"):
+        s[f].bound(y, 2, 14)
+    s[f].bound(x, 0, 20)        # what the shape says: accepted
+
+
+def test_bound_on_a_symbolic_output_is_a_fact_checked_at_the_call():
+    # SPEC: bound(v, lo, extent) is a fact the compiler may rely on, checked at call time
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    y, x = sl.vars("y x")
+    f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+    f[y, x] = A[y, x] + 1
+    s = sl.Schedule(f)
+    s[f].bound(x, 0, 48)
+    s[f].vectorize(x, 16)
+    s[f].unroll("x.o")          # a constant extent now: 3 vectors
+    kern = sl.compile(f, s)
+    assert kern.loop_ir.count("ramp(") == 6 and "if " not in kern.loop_ir, kern.loop_ir
+    a = np.random.default_rng(3).random((5, 48), dtype=np.float32)
+    np.testing.assert_allclose(kern(A=a), a + 1)
+    with pytest.raises(sl.ArgumentError) as e:
+        kern(A=np.zeros((5, 40), np.float32))
+    names_all(str(e.value), "bound(x, 0, 48)", "f", "W", "40")
 
 
 def test_bound_too_small_names_func_and_var():
