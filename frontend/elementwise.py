@@ -143,7 +143,11 @@ def elementwise(op, fn, *operands, extra=()):
 # ---------------------------------------------------------------------- arithmetic
 
 def _is_bool(x):
-    return (x.dtype.is_bool if isinstance(x, Tensor) else isinstance(x, (bool, np.bool_)))
+    if isinstance(x, Tensor):
+        return x.dtype.is_bool
+    if isinstance(x, np.ndarray):
+        return x.dtype == np.bool_
+    return isinstance(x, (bool, np.bool_))
 
 
 def _no_bool_arithmetic(op, *operands):

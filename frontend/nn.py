@@ -73,16 +73,20 @@ def _reduce(kind, x, axis, keepdims):
 def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001 - the op's name
     """Sum over ``axis`` (None: all; int or tuple; negative ok; ``dim=`` / ``keepdim=`` as in
     torch are accepted too). Floats keep their dtype; bools and narrower integers accumulate
-    in 64 bits as numpy and torch do (unsigned in uint64), float16 / bfloat16 in float32.
+    in 64 bits as numpy and torch do (unsigned in uint64), float16 / bfloat16 in float32,
+    float32 in float64 (rounded once).
     Example: ``x.sum(-1, keepdims=True)``."""
     axis, keepdims = _axis_alias("sum", axis, keepdims, dim, keepdim)
     x = EW.as_tensor(x, "sum")
     dt = x.dtype
     if dt.is_bool or (dt.is_int and dt.bits < 64):
         x = EW.cast(x, sl.uint64 if dt.is_unsigned else sl.int64)
-    if dt.is_float and dt.bits < 32:
-        # half-precision sums accumulate in float32 and round once, as torch does
-        return EW.cast(_reduce("sum", EW.cast(x, sl.float32), axis, keepdims), dt)
+    if dt.is_float and dt.bits < 64:
+        # half-precision sums accumulate in float32 (as torch does), float32 sums in float64
+        # (a long float32 sum drifts; numpy and torch sum pairwise for the same reason);
+        # either rounds once at the end
+        wide = sl.float32 if dt.bits < 32 else sl.float64
+        return EW.cast(_reduce("sum", EW.cast(x, wide), axis, keepdims), dt)
     return _reduce("sum", x, axis, keepdims)
 
 
@@ -117,9 +121,11 @@ def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     x = EW.as_tensor(x, "mean")
     axes = _axes(axis, x.ndim, "mean")
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    if x.dtype.is_float and x.dtype.bits < 32:
-        # half precision: accumulate and divide in float32, round once (torch)
-        return EW.cast(mean(EW.cast(x, sl.float32), axes, keepdims), x.dtype)
+    if x.dtype.is_float and x.dtype.bits < 64:
+        # accumulate and divide wide (half in float32, as torch; float32 in float64), round
+        # once
+        wide = sl.float32 if x.dtype.bits < 32 else sl.float64
+        return EW.cast(mean(EW.cast(x, wide), axes, keepdims), x.dtype)
     # sum() accumulates small integers in 64 bits (a uint8 mean must not wrap)
     return EW.div(sum(x, axes, keepdims), count)
 
@@ -180,7 +186,7 @@ def softmax(x, axis=-1, *, dim=None):
     m = max(x, axis, keepdims=True)
     z = EW.exp(EW.sub(x, m))
     e = Tensor.materialize("softmax_exp", (), [z], z.shape, z.element, root=True)
-    den = sum(e, axis, keepdims=True)
+    den = _reduce("sum", e, axis, True)     # exponentials in (0, 1]: summed in float32
     if axis != x.ndim - 1 or x.ndim < 2 or x.dtype != sl.float32:
         return EW.div(e, den)
     # rows along the last axis: one Func the default schedule knows (a row at a time, the
@@ -195,7 +201,7 @@ def log_softmax(x, axis=-1, *, dim=None):
     x = EW.as_tensor(x, "log_softmax")
     axis = S.normalize_axis(axis if dim is None else dim, x.ndim, "log_softmax")
     z = EW.sub(x, max(x, axis, keepdims=True))
-    return EW.sub(z, EW.log(sum(EW.exp(z), axis, keepdims=True)))
+    return EW.sub(z, EW.log(_reduce("sum", EW.exp(z), axis, True)))
 
 
 def _layernorm(op, x, shape, weight, bias, eps):

@@ -86,6 +86,8 @@ class Tensor:
             raise sl.AlgorithmError(f"Tensor: cannot make an array of {type(data).__name__} "
                                     f"data ({e}); give a numpy array or a rectangular nested "
                                     "list of numbers") from None
+        if not arr.dtype.isnative:   # big-endian data: the same values in this machine's order
+            arr = arr.astype(arr.dtype.newbyteorder("="))
         if arr.ndim:         # (np.ascontiguousarray would make a 0-d array 1-d)
             arr = np.ascontiguousarray(arr)
         dtype = T.from_numpy(arr.dtype)
@@ -358,10 +360,11 @@ def default_schedule(t: Tensor, out):
         if id(f) not in present or id(f) in done:
             continue
         if id(f) in fast:
-            from . import matmul_schedule
+            import importlib
+            module, fn = FAST_SCHEDULES[fast[id(f)]].split(":")
             trial = sl.Schedule.from_json(s.to_json(), out)
             try:
-                scheduled = getattr(matmul_schedule, FAST_SCHEDULES[fast[id(f)]])(
+                scheduled = getattr(importlib.import_module(f".{module}", __package__), fn)(
                     trial, f, f is out)
             except sl.SchedlangError:
                 scheduled = False     # not the form it expects: the generic schedule below
@@ -373,11 +376,16 @@ def default_schedule(t: Tensor, out):
     return s
 
 
-# op of a stored Func -> its fast schedule in frontend/matmul_schedule.py, each called as
-# ``fn(schedule, func, is_output)`` and returning the Funcs it scheduled (or False)
-FAST_SCHEDULES = {"matmul": "gemm_schedule", "conv2d": "conv_schedule",
-                  "conv2d_nhwc": "conv_nhwc_schedule", "conv2d_pointwise": "pointwise_conv_schedule",
-                  "softmax": "softmax_schedule"}
+# op of a stored Func -> "module:function" of its fast schedule in frontend/, each called
+# as ``fn(schedule, func, is_output)`` and returning the Funcs it scheduled (or False)
+FAST_SCHEDULES = {"matmul": "matmul_schedule:gemm_schedule",
+                  "conv2d": "matmul_schedule:conv_schedule",
+                  "conv2d_nhwc": "matmul_schedule:conv_nhwc_schedule",
+                  "conv2d_pointwise": "matmul_schedule:pointwise_conv_schedule",
+                  "softmax": "matmul_schedule:softmax_schedule",
+                  "sum": "reduction_schedule:reduction_schedule",
+                  "max": "reduction_schedule:reduction_schedule",
+                  "min": "reduction_schedule:reduction_schedule"}
 
 
 def loop_schedule(s, f):

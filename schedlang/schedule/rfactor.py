@@ -56,7 +56,10 @@ def rfactor(schedule, st: StageSchedule, rv, name):
         raise ScheduleError(f"rfactor({rv_name}) on {st.name}: the split of {orig.name} must "
                             "use tail='guard' or 'auto'")
     rd = red.rdom
-    lo, ext = rd.bounds[orig.dim]
+    # bounds by position in the reduction's domain: a reduction over several RDoms has
+    # one domain over all of them, where a variable's own .dim does not index
+    bounds = dict(zip((id(x) for x in rd.vars), rd.bounds))
+    lo, ext = bounds[id(orig)]
     lo, ext = E.cast(T.int64, lo), E.cast(T.int64, ext)
     # the dimension that becomes pure, and what stays a reduction in the intermediate
     v = E.Var(rv_name)
@@ -64,7 +67,7 @@ def rfactor(schedule, st: StageSchedule, rv, name):
     pred = rd.predicate
     for other in rd.vars:
         if other is not orig:
-            keep_bounds.append(rd.bounds[other.dim])
+            keep_bounds.append(bounds[id(other)])
             keep_names.append(other.name)
     if kind == "whole":
         v_extent = ext

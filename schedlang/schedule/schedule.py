@@ -419,6 +419,12 @@ class Schedule:
         for old, new in zip(old_stages, self.stages[id(staged)]):
             new.dims, new.splits, new.bounds = old.dims, old.splits, old.bounds
             new.tensorized = old.tensorized
+        # producers placed in f's loops now feed the staged Func, which took those loops
+        for fs in self.fsched.values():
+            for attr in ("compute", "store"):
+                level = getattr(fs, attr)
+                if level is not None and level[0] == "at" and level[1] is f:
+                    setattr(fs, attr, ("at", staged) + tuple(level[2:]))
         vs = list(self.definitions(f)[0].args)
         copy = Definition(f, 0, vs, E.FuncRef(staged, vs), vs, [], None)
         self.defs[id(f)] = [copy]

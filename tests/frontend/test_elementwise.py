@@ -210,3 +210,24 @@ def test_bad_data_is_an_error_naming_the_op():
         Tensor(A) * [[1, 2], [3]]
     with pytest.raises(sl.AlgorithmError, match="Tensor"):
         Tensor([[1, 2], [3]])
+
+
+def test_bool_arithmetic_follows_numpy():
+    b = np.array([True, False, True])
+    check(Tensor(b) + Tensor(b), b + b)                  # logical or, bool
+    check(Tensor(b) * Tensor(~b), b * ~b)                # logical and, bool
+    check(Tensor(b) + True, b + True)
+    for bad in (lambda: -Tensor(b), lambda: Tensor(b) - Tensor(b), lambda: F.sub(b, True)):
+        with pytest.raises(sl.AlgorithmError, match=r"(neg|sub): bool operands cannot be"):
+            bad()
+
+
+def test_numpy_scalars_are_typed_not_weak():
+    x = np.ones(3, np.float32)
+    check(Tensor(x) + np.float64(2), x + np.float64(2))          # float64, as numpy 2
+    check(Tensor(x) + 2.0, x + 2.0)                              # a Python float is weak
+    check(Tensor(np.ones(3, np.int8)) + np.int64(2), np.ones(3, np.int8) + np.int64(2))
+
+
+def test_big_endian_data_is_read_by_value():
+    check(Tensor(np.arange(6, dtype=">f4")) * 2, np.arange(6, dtype=np.float32) * 2)

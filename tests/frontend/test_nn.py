@@ -307,3 +307,53 @@ def test_max_min_reductions_and_max_pool_keep_a_nan():
     want = img.reshape(1, 2, 3, 2, 3, 2).max(axis=(3, 5))
     np.testing.assert_array_equal(got, want)
     assert np.isnan(got[0, 0, 0, 0]) and np.isnan(got[0, 1, 2, 2])
+
+
+def test_matmul_of_length_one_vectors_and_of_an_empty_inner_dimension():
+    a, b = np.array([2.0], np.float32), np.array([3.0], np.float32)
+    check(Tensor(a) @ Tensor(b), np.asarray(a @ b))                    # 0-d 6.0, as numpy
+    kern = sl.compile(Tensor.input("a", (1,)) @ Tensor.input("b", (1,)))
+    np.testing.assert_allclose(kern(a=a, b=b), 6.0)
+    z = Tensor(np.ones((2, 0), np.float32)) @ Tensor(np.ones((0, 3), np.float32))
+    check(z, np.zeros((2, 3), np.float32))
+
+
+def test_half_precision_products_accumulate_in_float32_and_round_once():
+    a, b = np.ones((1, 4096), np.float16), np.ones((4096, 1), np.float16)
+    check(Tensor(a) @ Tensor(b), np.array([[4096]], np.float16))        # float16 stalls at 2048
+    x, w = np.ones((1, 512, 3, 3), np.float16), np.ones((1, 512, 3, 3), np.float16)
+    check(F.conv2d(Tensor(x), Tensor(w), bias=np.array([0.5], np.float16)),
+          np.full((1, 1, 1, 1), 4608.5, np.float16).astype(np.float16), rtol=1e-3)
+    check(F.avg_pool2d(Tensor(np.ones((1, 1, 64, 64), np.float16)), 64),
+          np.ones((1, 1, 1, 1), np.float16))
+    p = rng.random((8, 16)).astype(np.float16)
+    q = rng.random((16, 5)).astype(np.float16)
+    ref = (p.astype(np.float32) @ q.astype(np.float32)).astype(np.float16)
+    check(Tensor(p) @ Tensor(q), ref, rtol=0, atol=0)
+
+
+def test_long_float32_sums_and_means_do_not_drift():
+    x = np.full(1 << 22, 0.1, np.float32)
+    exact = x.astype(np.float64).sum()
+    check(F.sum(Tensor(x)), np.float32(exact), rtol=1e-7)       # one accumulator: 4% low
+    check(F.mean(Tensor(x[: 1 << 20])), np.float32(0.1), rtol=1e-7)
+    y = np.full((2, 1 << 21), 0.1, np.float32)
+    check(F.sum(Tensor(y), axis=1), np.float32(y.astype(np.float64).sum(1)), rtol=1e-7)
+
+
+@pytest.mark.parametrize("shape", [(300, 1000), (37, 53), (5, 16), (1000, 7)])
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_reductions_of_every_shape_against_numpy(shape, op, axis):
+    x = rng.standard_normal(shape).astype(np.float32)
+    check(getattr(F, op)(Tensor(x), axis), getattr(x, op)(axis), rtol=1e-5, atol=1e-4)
+
+
+def test_row_reductions_use_vector_partials_and_column_reductions_vector_results():
+    # a row reduction: 64 partial results (rfactor) in vectors; a column reduction: the
+    # kept dimension in vectors with the reduction outside it
+    rows = sl.compile(Tensor.input("x", (64, 1024)).max(1))
+    assert "_intm" in rows.loop_ir and "ramp(" in rows.loop_ir, rows.loop_ir
+    cols = sl.compile(Tensor.input("x", (64, 1024)).sum(0))
+    assert "_intm" not in cols.loop_ir and "x16(" in cols.loop_ir, cols.loop_ir
+    assert "<16 x double>" in cols.source or "<8 x double>" in cols.source

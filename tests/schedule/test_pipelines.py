@@ -144,6 +144,23 @@ def test_blur_constant_sizes(sched):
     np.testing.assert_allclose(sl.compile(by, s)(A=a), blur_ref(a), rtol=1e-5, atol=1e-5)
 
 
+def test_a_producer_placed_in_a_funcs_loops_follows_them_into_its_cache_write():
+    # the tiles of blur_y move to the staged copy cache_write makes, and blur_x, computed
+    # per tile, is computed in the staged Func's tile loop
+    A, bx, by, y, x = build_blur(symbolic=True)
+    s = sl.Schedule(by)
+    _, xo, _, _ = s[by].tile(y, x, 8, 8)
+    s[bx].compute_at(by, xo)
+    staged = s[by].cache_write()
+    kern = sl.compile(by, s)
+    a = rand(37, 53)
+    np.testing.assert_allclose(kern(A=a), blur_ref(a), rtol=1e-5, atol=1e-5)
+    assert f"compute_at({staged.name}" not in str(s)   # the replay repeats it the same way
+    again = sl.Schedule.from_json(s.to_json(), by)
+    np.testing.assert_allclose(sl.compile(by, again)(A=a), blur_ref(a), rtol=1e-5, atol=1e-5)
+    assert "blur_y_cache.s0.x.o" in kern.loop_ir
+
+
 @pytest.mark.parametrize("shape", [(10, 10), (19, 34), (64, 64)])
 def test_blur_same_kernel_several_sizes(shape):
     A, bx, by, y, x = build_blur(symbolic=True)

@@ -47,6 +47,21 @@ def test_an_input_staged_for_an_rfactor_of_a_guarded_split_covers_only_the_input
     np.testing.assert_allclose(sl.compile(C, again)(A=a, B=b), a @ b, rtol=1e-5)
 
 
+def test_rfactor_of_the_second_rdom_of_a_reduction_over_two_uses_that_rdoms_extent():
+    # sl.sum over two RDoms reduces over both; a split of the second (48, not the first's
+    # 64) is what the partial sums run over
+    A = sl.Input("A", sl.float32, (64, 48))
+    r1, r2 = sl.RDom(64, name="r1"), sl.RDom(48, name="r2")
+    f = sl.Func("f", shape=())
+    f[()] = sl.sum(A[r1, r2])
+    s = sl.Schedule(f)
+    s[f].split(r2, 16, tail="guard")
+    part = s[f].rfactor("r2.i")
+    s[part].vectorize("r2.i")
+    a = np.random.default_rng(5).random((64, 48), dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(f, s)(A=a), a.sum(), rtol=1e-5)
+
+
 def test_rfactor_whole_reduction_variable_parallel_and_vectorized():
     A, i, k, f = _row_sum(1)
     s = sl.Schedule(f)
