@@ -30,12 +30,7 @@ def test_rfactor_of_split_inner_loop(K):
 def test_an_input_staged_for_an_rfactor_of_a_guarded_split_covers_only_the_input(K):
     # the guard k.o * 4 + k.i < K bounds what the partial sums read, so the staged copy of
     # A is A's own extent (K), not K rounded up to the split
-    A = sl.Input("A", sl.float32, ("M", "K"))
-    B = sl.Input("B", sl.float32, ("K", "N"))
-    i, j = sl.vars("i j")
-    k = sl.RDom(A.shape[1], name="k")
-    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
-    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    A, B, i, j, k, C = _gemm()
     s = sl.Schedule(C)
     _, ki = s[C].split(k, 4, tail="guard")
     partial = s[C].rfactor(ki)
