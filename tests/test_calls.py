@@ -203,8 +203,10 @@ def test_inconsistent_sizes_names_the_size_and_both_sources(gemm):
     with pytest.raises(sl.ArgumentError) as ei:
         gemm(A=a, B=b, alpha=1.0)
     msg = str(ei.value)
-    assert "K" in msg and "A" in msg and "B" in msg, msg
-    assert "64" in msg and "32" in msg, msg
+    # as SPEC section 3 words it, in the order of the call, with the dimensions
+    assert msg == "K is 64 from A (dimension 1) but 32 from B (dimension 0)", msg
+    with pytest.raises(sl.ArgumentError, match=r"^K is 32 from B \(dimension 0\) but 64 from A"):
+        gemm(B=b, A=a, alpha=1.0)
 
 
 def test_fixed_size_mismatch():

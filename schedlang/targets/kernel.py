@@ -118,7 +118,9 @@ class Kernel:
                                 f"{', '.join(sorted(names))}")
         sizes, where = {}, {}
         values = {}
-        for inp in self.inputs:
+        # in the order of the call, so a size conflict names the arrays in the user's order
+        order = {name: n for n, name in enumerate(kwargs)}
+        for inp in sorted(self.inputs, key=lambda i: order[i.name]):
             a = as_array(inp.name, kwargs[inp.name])
             a = self._check_array(inp, a, sizes, where, "input")
             values[inp.name] = np.ascontiguousarray(a)
@@ -190,10 +192,10 @@ class Kernel:
         for d, (ext, n) in enumerate(zip(buf.shape, a.shape)):
             if isinstance(ext, E.SizeVar):
                 if ext.name in sizes and sizes[ext.name] != n:
-                    raise ArgumentError(f"{ext.name} is {sizes[ext.name]} from {where[ext.name]} but "
-                                        f"{n} from {buf.name} (dimension {d})")
+                    raise ArgumentError(f"{ext.name} is {sizes[ext.name]} from {where[ext.name]} "
+                                        f"but {n} from {buf.name} (dimension {d})")
                 sizes[ext.name] = int(n)
-                where[ext.name] = buf.name
+                where[ext.name] = f"{buf.name} (dimension {d})"
         for d, (ext, n) in enumerate(zip(buf.shape, a.shape)):
             try:
                 want_n = evaluate(ext, sizes)

@@ -36,7 +36,7 @@ def test_repeated_calls_use_the_new_arrays(kern):
 def test_each_checked_property_is_checked_again(kern):
     a, b = np.ones(16, np.float32), np.ones(16, np.float32)
     kern(A=a, B=b, alpha=1.5)
-    with pytest.raises(sl.ArgumentError, match=r"N is (16 from A but 8 from B|8 from B but 16 from A)"):
+    with pytest.raises(sl.ArgumentError, match=r"N is 16 from A \(dimension 0\) but 8 from B"):
         kern(A=a, B=b[:8], alpha=1.5)
     with pytest.raises(sl.ArgumentError, match="dtype"):
         kern(A=a, B=b.astype(np.float64), alpha=1.5)
