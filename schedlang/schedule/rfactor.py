@@ -110,6 +110,12 @@ def rfactor(schedule, st: StageSchedule, rv, name):
     if any(a.name == v.name for a in d.args):
         raise ScheduleError(f"rfactor({rv_name}) on {st.name}: the new dimension's name "
                             f"{v.name} is already a dimension of {f.name}")
+    if new_rd is None and pred is not None:
+        # a guarded split's last reduction loop: one point that exists only where the
+        # guard holds, so the reads happen under an if (a select would read every operand)
+        new_rd = RDom((E.Const(0, T.int64), E.Const(1, T.int64)), name=f"{rd.name}.rf")
+        new_rd.vars[0].name = f"{rv_name}.rf"
+        new_rd.predicate = pred
     intm = schedule._new_func(name, f"{f.name}_intm")
     if new_rd is None:
         value = body if pred is None else E.select(pred, body, _identity(red))

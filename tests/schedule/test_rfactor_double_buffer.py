@@ -57,6 +57,23 @@ def test_rfactor_of_the_second_rdom_of_a_reduction_over_two_uses_that_rdoms_exte
     np.testing.assert_allclose(sl.compile(f, s)(A=a), a.sum(), rtol=1e-5)
 
 
+@pytest.mark.parametrize("K", [7, 8, 1])
+def test_rfactor_of_both_parts_of_a_guarded_split_reads_only_where_the_guard_holds(
+        K, monkeypatch):
+    # the second rfactor leaves no reduction loop: its one point exists only under the
+    # guard, so B and the staged A are read inside it (checked access by access)
+    monkeypatch.setenv("SCHEDLANG_DEBUG", "bounds")
+    A, B, i, j, k, C = _gemm()
+    s = sl.Schedule(C)
+    s[C].split(k, 4, tail="guard")
+    partial = s[C].rfactor("k.i")
+    s[A].cache_read(partial, memory="local")
+    s[partial].rfactor("k.o")
+    rng = np.random.default_rng(K)
+    a, b = rng.random((3, K), dtype=np.float32), rng.random((K, 2), dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(C, s)(A=a, B=b), a @ b, rtol=1e-5)
+
+
 def test_rfactor_whole_reduction_variable_parallel_and_vectorized():
     A, i, k, f = _row_sum(1)
     s = sl.Schedule(f)
