@@ -133,6 +133,7 @@ def rfactor(schedule, st: StageSchedule, rv, name):
     fdef = Definition(f, 0, d.args, new_value, d.pure_vars, list(fin_rd.vars), None)
     schedule.defs[id(f)][0] = fdef
     fresh = StageSchedule(schedule, f, 0, fdef)
+    fresh.bounds = dict(st.bounds)     # the pure dimensions, and their bound(), stay
     schedule.stages[id(f)][0] = fresh
     schedule.user_funcs.discard(intm.name)
     schedule._record(st, "rfactor", [rv_name], {"name": intm.name})

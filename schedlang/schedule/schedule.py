@@ -416,8 +416,11 @@ class Schedule:
             # an update stage reads the staged Func, whose type is its first definition's
             staged.definitions = list(new_defs)
         self._install(staged, new_defs)
+        is_output = any(f is o for o in self.outputs)
         for old, new in zip(old_stages, self.stages[id(staged)]):
-            new.dims, new.splits, new.bounds = old.dims, old.splits, old.bounds
+            new.dims, new.splits = old.dims, old.splits
+            # an output's bound() states its own extent (checked at the call): it stays
+            new.bounds = {} if is_output else old.bounds
             new.tensorized = old.tensorized
         # producers placed in f's loops now feed the staged Func, which took those loops
         for fs in self.fsched.values():
@@ -429,6 +432,8 @@ class Schedule:
         copy = Definition(f, 0, vs, E.FuncRef(staged, vs), vs, [], None)
         self.defs[id(f)] = [copy]
         self.stages[id(f)] = [StageSchedule(self, f, 0, copy)]
+        if is_output:
+            self.stages[id(f)][0].bounds = dict(old_stages[0].bounds)
         self.fsched[id(staged)].memory = memory
         self.user_funcs.discard(staged.name)
         self._record(st, "cache_write", [], {"memory": memory, "name": staged.name})

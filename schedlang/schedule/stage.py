@@ -398,7 +398,8 @@ class StageSchedule:
             if sp.kind == "split" and sp.outer == name:
                 return self._symbolic_extent(sp.old)
             if sp.kind == "fuse" and sp.old == name:
-                return self._symbolic_extent(sp.outer) or self._symbolic_extent(sp.inner)
+                outer = self._symbolic_extent(sp.outer)
+                return outer if outer is not None else self._symbolic_extent(sp.inner)
         for var in self.definition.loop_vars:
             if var.name != name:
                 continue

@@ -572,6 +572,36 @@ def test_bound_on_a_symbolic_output_is_a_fact_checked_at_the_call():
     names_all(str(e.value), "bound(x, 0, 48)", "f", "W", "40")
 
 
+@pytest.mark.parametrize("after", ["rfactor", "cache_write"])
+def test_bound_on_an_output_survives_directives_that_rebuild_its_stage(after):
+    A = sl.Input("A", sl.float32, ("M", "K"))
+    i = sl.Var("i")
+    k = sl.RDom(A.shape[1], name="k")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = sl.sum(A[i, k])
+    s = sl.Schedule(f)
+    s[f].bound(i, 0, 4)
+    if after == "rfactor":
+        s[f].rfactor(k)
+    else:
+        s[f].cache_write()
+    kern = sl.compile(f, s)
+    a = np.random.default_rng(1).random((4, 3), dtype=np.float32)
+    np.testing.assert_allclose(kern(A=a), a.sum(1), rtol=1e-6)
+    for rows in (3, 6):
+        with pytest.raises(sl.ArgumentError, match=r"bound\(i, 0, 4\) on f: .* M = " + str(rows)):
+            kern(A=np.ones((rows, 3), np.float32))
+
+
+def test_unroll_of_a_fused_loop_over_symbolic_sizes_is_refused_at_the_directive():
+    A, g, f, y, x = build_two_stage()
+    s = sl.Schedule(f)
+    p = s[f].fuse(y, x)
+    with pytest.raises(sl.ScheduleError, match=r"unroll\(y\.x\.f\) on f: .*not a "
+                       r"compile-time constant"):
+        s[f].unroll(p)
+
+
 def test_bound_too_small_names_func_and_var():
     A = sl.Input("A", sl.float32, (16, 20))
     y, x = sl.vars("y x")
