@@ -74,20 +74,31 @@ def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001 
     """Sum over ``axis`` (None: all; int or tuple; negative ok; ``dim=`` / ``keepdim=`` as in
     torch are accepted too). Floats keep their dtype; bools and narrower integers accumulate
     in 64 bits as numpy and torch do (unsigned in uint64), float16 / bfloat16 in float32,
-    float32 in float64 (rounded once).
+    float32 row and full sums in float64 (rounded once; ``_accumulator``).
     Example: ``x.sum(-1, keepdims=True)``."""
     axis, keepdims = _axis_alias("sum", axis, keepdims, dim, keepdim)
     x = EW.as_tensor(x, "sum")
     dt = x.dtype
     if dt.is_bool or (dt.is_int and dt.bits < 64):
         x = EW.cast(x, sl.uint64 if dt.is_unsigned else sl.int64)
-    if dt.is_float and dt.bits < 64:
-        # half-precision sums accumulate in float32 (as torch does), float32 sums in float64
-        # (a long float32 sum drifts; numpy and torch sum pairwise for the same reason);
-        # either rounds once at the end
-        wide = sl.float32 if dt.bits < 32 else sl.float64
+    wide = _accumulator(x, _axes(axis, x.ndim, "sum"))
+    if wide is not None:
         return EW.cast(_reduce("sum", EW.cast(x, wide), axis, keepdims), dt)
     return _reduce("sum", x, axis, keepdims)
+
+
+def _accumulator(x, axes):
+    """The wider float type a float sum of ``x`` over ``axes`` accumulates in, or None:
+    half precision in float32 (as torch); float32 in float64 when the contiguous last axis
+    is summed (row and full sums: long runs into few accumulators drift; numpy and torch
+    sum those pairwise for the same reason). A column sum keeps float32, as numpy's does:
+    each result adds one value per row, and its vector schedule keeps float32 speed."""
+    dt = x.dtype
+    if not dt.is_float or dt.bits >= 64:
+        return None
+    if dt.bits < 32:
+        return sl.float32
+    return sl.float64 if x.ndim and x.ndim - 1 in axes else None
 
 
 def _is_operand(v):
@@ -115,16 +126,15 @@ def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
 
 
 def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
-    """Mean over ``axis``; integers give float32 (summed in 64 bits first), float16 /
-    bfloat16 are averaged in float32. Example: ``x.mean(-1)``."""
+    """Mean over ``axis``; integers give float32 (summed in 64 bits first), floats are
+    summed and divided wide as ``sum`` is. Example: ``x.mean(-1)``."""
     axis, keepdims = _axis_alias("mean", axis, keepdims, dim, keepdim)
     x = EW.as_tensor(x, "mean")
     axes = _axes(axis, x.ndim, "mean")
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    if x.dtype.is_float and x.dtype.bits < 64:
-        # accumulate and divide wide (half in float32, as torch; float32 in float64), round
-        # once
-        wide = sl.float32 if x.dtype.bits < 32 else sl.float64
+    wide = _accumulator(x, axes)
+    if wide is not None:
+        # accumulate and divide wide, round once
         return EW.cast(mean(EW.cast(x, wide), axes, keepdims), x.dtype)
     # sum() accumulates small integers in 64 bits (a uint8 mean must not wrap)
     return EW.div(sum(x, axes, keepdims), count)
