@@ -279,14 +279,6 @@ def cmd_bench(args):
                              f"{', '.join(WORKLOADS)} or all")
     if args.beam < 0:
         raise SystemExit(f"--beam {args.beam}: the beam width must be >= 1 (0: no beam row)")
-    if args.beam:
-        # tune here, once per thread count (the tuning database keys schedules by it),
-        # before the measuring children start; each child then finds its schedule there
-        for n in names:
-            for size in args.size or list(WORKLOADS[n].default_sizes):
-                w = make_workload(n, size, args.stride, args.kernel)
-                for t in _thread_counts(args.threads):
-                    _beam_schedule(w, w.algorithm()[0], args.target, args.beam, t)
     unknown = [c for c in args.compare if c not in COMPARE_SYSTEMS]
     if unknown:
         raise SystemExit(f"--compare {','.join(unknown)}: unknown system; choose from "
@@ -294,9 +286,17 @@ def cmd_bench(args):
     threads = _thread_counts(args.threads)
     from schedlang.compiler import check_target
     check_target(args.target)
-    for n in names:             # every --size is checked before any row is measured
+    for n in names:             # every --size is checked before anything is tuned or measured
         for size in args.size or []:
             make_workload(n, size, args.stride, args.kernel)
+    if args.beam:
+        # tune here, once per thread count (the tuning database keys schedules by it),
+        # before the measuring children start; each child then finds its schedule there
+        for n in names:
+            for size in args.size or list(WORKLOADS[n].default_sizes):
+                w = make_workload(n, size, args.stride, args.kernel)
+                for t in threads:
+                    _beam_schedule(w, w.algorithm()[0], args.target, args.beam, t)
     _note_missing_halide(args.compare)
     rows = []
     for n in names:

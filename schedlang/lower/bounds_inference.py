@@ -129,27 +129,28 @@ class AccessBoxes:
             cur = self.scope.get(a.name)
             if cur is None:
                 continue
-            bb = bounds_of(b, self.scope)
-            if op in ("lt", "le") and bb.hi is not None:
-                hi = simplify(bb.hi - 1) if op == "lt" else bb.hi
-                new = intersect_hi(cur, hi)
-            elif op in ("gt", "ge") and bb.lo is not None:
-                lo = simplify(bb.lo + 1) if op == "gt" else bb.lo
-                new = intersect_lo(cur, lo)
-            else:
+            iv = self._bound_by(op, b)
+            if iv is None:
                 continue
+            new = intersect_hi(cur, iv.hi) if iv.hi is not None else intersect_lo(cur, iv.lo)
             self.scope.push(a.name, new)
             pushed.append(a.name)
         return pushed, pushed_exprs
 
-    def _refine_expr(self, a, op, b):
-        """Record ``a op b`` as a bound of expression ``a``; returns [a] when recorded."""
+    def _bound_by(self, op, b):
+        """The one-sided Interval ``x op b`` gives x (``x < b``: at most b's max - 1), or
+        None when b is unbounded on that side."""
         bb = bounds_of(b, self.scope)
         if op in ("lt", "le") and bb.hi is not None:
-            iv = Interval(None, simplify(bb.hi - 1) if op == "lt" else bb.hi)
-        elif op in ("gt", "ge") and bb.lo is not None:
-            iv = Interval(simplify(bb.lo + 1) if op == "gt" else bb.lo, None)
-        else:
+            return Interval(None, simplify(bb.hi - 1) if op == "lt" else bb.hi)
+        if op in ("gt", "ge") and bb.lo is not None:
+            return Interval(simplify(bb.lo + 1) if op == "gt" else bb.lo, None)
+        return None
+
+    def _refine_expr(self, a, op, b):
+        """Record ``a op b`` as a bound of expression ``a``; returns [a] when recorded."""
+        iv = self._bound_by(op, b)
+        if iv is None:
             return []
         self.scope.push_expr(a, iv)
         return [a]

@@ -144,7 +144,9 @@ class _Partitioner:
         tail = loop.replace(min=split, extent=simplify(hi - split))
         self.scope.push(loop.var, Interval(loop.min, simplify(hi - 1)))
         steady = steady.replace(body=self.stmt(steady.body))
-        self.in_tail += 1       # the short tail keeps its guards: no further copies there
+        # a tail is partitioned once more (the whole tiles of a last, partial block), no
+        # deeper: each level copies the loop body again
+        self.in_tail += 1
         tail = tail.replace(body=self.stmt(tail.body))
         self.in_tail -= 1
         self.scope.pop(loop.var)

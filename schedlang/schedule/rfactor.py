@@ -118,7 +118,7 @@ def rfactor(schedule, st: StageSchedule, rv, name):
         new_rd.predicate = pred
     intm = schedule._new_func(name, f"{f.name}_intm")
     if new_rd is None:
-        value = body if pred is None else E.select(pred, body, _identity(red))
+        value = body          # no guard: a guarded last loop got its one-point domain above
         idef = Definition(intm, 0, pure, value, pure, [], None)
     else:
         value = E.Reduce(red.op, body, new_rd, red.dtype)
@@ -138,11 +138,6 @@ def rfactor(schedule, st: StageSchedule, rv, name):
     schedule.user_funcs.discard(intm.name)
     schedule._record(st, "rfactor", [rv_name], {"name": intm.name})
     return intm
-
-
-def _identity(red):
-    from ..algo.func import reduce_identity
-    return reduce_identity(red.op, red.dtype)
 
 
 def _replace(e, old, new):

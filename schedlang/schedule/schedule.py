@@ -416,7 +416,7 @@ class Schedule:
             # an update stage reads the staged Func, whose type is its first definition's
             staged.definitions = list(new_defs)
         self._install(staged, new_defs)
-        is_output = any(f is o for o in self.outputs)
+        is_output = st._is_output()
         for old, new in zip(old_stages, self.stages[id(staged)]):
             new.dims, new.splits = old.dims, old.splits
             # an output's bound() states its own extent (checked at the call): it stays

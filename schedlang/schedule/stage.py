@@ -407,12 +407,15 @@ class StageSchedule:
                 ext = var.rdom.bounds[var.dim][1]
             elif (self.index == 0 and self._is_output() and self.func.shape is not None
                   and name not in self.bounds):
-                pos = [a.name for a in self.func.definitions[0].args].index(name)
-                ext = self.func.shape[pos]
+                ext = self._output_size(name)
             else:
                 return None
             return None if isinstance(ext, (int, E.Const)) else ext
         return None
+
+    def _output_size(self, name):
+        """The shape of this output Func along its pure dimension ``name``."""
+        return self.func.shape[[a.name for a in self.func.definitions[0].args].index(name)]
 
     def bound(self, v, lo, extent):
         """Fix the region computed along pure dimension ``v`` to [lo, lo + extent); checked
@@ -431,7 +434,7 @@ class StageSchedule:
         if extent < 1:
             raise ScheduleError(f"bound({name}) on {self.name}: extent must be >= 1, got {extent}")
         if self._is_output():
-            size = self.func.shape[[a.name for a in d0.args].index(name)]
+            size = self._output_size(name)
             size = size.value if isinstance(size, E.Const) else size
             if lo != 0 or (isinstance(size, int) and size != extent):
                 raise ScheduleError(f"bound({name}, {lo}, {extent}) on {self.name}: "
