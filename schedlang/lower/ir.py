@@ -119,13 +119,15 @@ class LetStmt(Stmt):
 
 
 class Store(Stmt):
-    """``buffer[index] = value`` (vector index stores lanes)."""
+    """``buffer[index] = value`` (vector index stores lanes). ``streaming``: None, or a bool
+    Expr saying when the store may bypass the caches (``mark_streaming_stores``)."""
 
-    __slots__ = ("buffer", "value", "index")
+    __slots__ = ("buffer", "value", "index", "streaming")
     exprs = ("value", "index")
 
-    def __init__(self, buffer: str, value, index):
+    def __init__(self, buffer: str, value, index, streaming=None):
         self.buffer, self.value, self.index = buffer, value, index
+        self.streaming = streaming
 
 
 class Allocate(Stmt):
@@ -306,6 +308,8 @@ def stmt_exprs(s):
         out += list(s.extents)
     if isinstance(s, TensorOp):
         out += [op.base for op in s.operands]
+    if isinstance(s, Store):
+        out.append(s.streaming)
     return [x for x in out if x is not None]
 
 
@@ -329,7 +333,8 @@ def stmt_to_str(s, indent=0) -> str:
     if isinstance(s, LetStmt):
         return f"{pad}let {s.var} = {p(s.value)}\n" + stmt_to_str(s.body, indent)
     if isinstance(s, Store):
-        return f"{pad}{s.buffer}[{p(s.index)}] = {p(s.value)}\n"
+        how = "" if s.streaming is None else f"  # streaming when {p(s.streaming)}"
+        return f"{pad}{s.buffer}[{p(s.index)}] = {p(s.value)}{how}\n"
     if isinstance(s, Provide):
         return f"{pad}{s.func.name}[{', '.join(p(a) for a in s.args)}] = {p(s.value)}\n"
     if isinstance(s, Allocate):

@@ -15,6 +15,7 @@ from .check_access_bounds import check_access_bounds
 from .context import LowerContext
 from .debug_bounds import debug_bounds
 from .inline import inline_functions
+from .mark_streaming_stores import mark_streaming_stores
 from .partition_loops import partition_loops
 from .promote_accumulators import promote_accumulators
 from .remove_clamps import remove_clamps
@@ -42,6 +43,7 @@ PASSES = [
     ("vectorize_loops", vectorize_loops),
     ("promote_accumulators", promote_accumulators),
     ("final_simplify", lambda s, ctx: simplify_stmt(s)),
+    ("mark_streaming_stores", mark_streaming_stores),
 ]
 
 

@@ -186,6 +186,7 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
         self.fs = None
         self._outlined = 0
         self._uses_half = False
+        self.streaming_stores = 0   # non-temporal stores emitted so far
 
     # ------------------------------------------------------------------ module level
 
@@ -220,6 +221,9 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
                 if dt.name == "float16":
                     self._uses_half = True
         self.stmt(stmt)
+        if self.streaming_stores:
+            # streaming stores are weakly ordered: make them visible before returning
+            RT.store_fence(self.fs.builder, self.module)
         self.fs.builder.ret(I32(0))
         if self._uses_half:
             RT.define_half_libcalls(self.module)
@@ -489,6 +493,7 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
         for attr in ("noalias", "captures(none)"):
             body_fn.args[0].add_attribute(attr)
         saved = (self.fs, self.vars, self.var_dtypes, self.buffers, self.dense_lets)
+        streaming_before = self.streaming_stores
         self.fs = _FunctionState(body_fn, in_parallel=True)
         self.vars = {}
         self.var_dtypes = {n: saved[2][n] for n in var_names}
@@ -515,7 +520,8 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
         finally:
             self.fs, self.vars, self.var_dtypes, self.buffers, self.dense_lets = saved
 
-        runner = RT.parallel_runner(self.module, body_fn)
+        runner = RT.parallel_runner(self.module, body_fn,
+                                    fence=self.streaming_stores > streaming_before)
         rc = self.b.call(runner, [closure, extent, self.fs.nthreads])
         self._exit_if(self.b.icmp_signed("!=", rc, I32(0)), rc)
 

@@ -6,7 +6,8 @@ constant stride, a run-time choice between one vector load and lane-by-lane load
 clamped ramp (what boundary conditions make), and lane by lane otherwise. Every access
 is tagged with its buffer's alias scope. It relies on the host class for ``self.b``,
 ``self.module``, ``self.expr``, ``self._buffer``, ``self._new_block``, ``self._const_like``,
-``self.dense_lets`` and ``self._all_buffers``.
+``self.dense_lets`` and ``self._all_buffers``, and counts the streaming stores it emits in
+``self.streaming_stores`` (the host fences them before other threads may read).
 Example::
 
     class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
@@ -19,6 +20,7 @@ from llvmlite import ir
 from ..algo import expr as E
 from ..algo.types import DType
 from ..lower import ir as L
+from ..lower.simplify import const_value
 from .llvm_types import I8, I32, I64, _const_int, mem_type, mem_type_bytes
 
 
@@ -47,8 +49,7 @@ class MemoryCodegen:
             return
         base = self._dense_ramp_base(s.index)
         if base is not None:
-            self._alias(self.b.store(value, self._element_ptr(ptr, base, elem), align=align),
-                        s.buffer)
+            self._dense_store(s, value, self._element_ptr(ptr, base, elem), align)
             return
         # A scatter: lane by lane, in lane order (the last lane wins on a repeated index).
         lane_ptrs = self._strided_lane_ptrs(ptr, s.index, elem)
@@ -58,6 +59,28 @@ class MemoryCodegen:
                 ptr, self.b.extract_element(index, I32(lane)), elem)
             self._alias(self.b.store(self.b.extract_element(value, I32(lane)), p, align=align),
                         s.buffer)
+
+    def _dense_store(self, s, value, p, align):
+        """A vector store to consecutive elements; a streaming one (``s.streaming``, set by
+        ``mark_streaming_stores``) bypasses the caches when its condition holds. LLVM emits
+        the widest non-temporal store the alignment it can prove allows."""
+        if s.streaming is None:
+            self._alias(self.b.store(value, p, align=align), s.buffer)
+            return
+        self.streaming_stores += 1
+        cond = const_value(s.streaming)
+        if cond is not None:
+            self._streaming_store(s, value, p, align)
+            return
+        with self.b.if_else(self._scalar_cond(s.streaming)) as (streaming, cached):
+            with streaming:
+                self._streaming_store(s, value, p, align)
+            with cached:
+                self._alias(self.b.store(value, p, align=align), s.buffer)
+
+    def _streaming_store(self, s, value, p, align):
+        st = self._alias(self.b.store(value, p, align=align), s.buffer)
+        st.set_metadata("nontemporal", self.module.add_metadata([I32(1)]))
 
     def expr_Load(self, e):
         ptr, _ = self._buffer(e.buffer)

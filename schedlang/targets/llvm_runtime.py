@@ -68,13 +68,27 @@ def declare_c_function(module: ir.Module, name: str, fnty: ir.FunctionType = Non
     return fn
 
 
+def store_fence(b: ir.IRBuilder, module: ir.Module) -> None:
+    """Order the streaming (non-temporal) stores made so far before any later memory
+    access: ``sfence`` on x86, whose LLVM ``fence`` may become a locked instruction that
+    vendors document differently for such stores; a full fence elsewhere."""
+    if module.triple.startswith(("x86_64", "i686", "i386")):
+        fn = module.globals.get("llvm.x86.sse.sfence") or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse.sfence")
+        b.call(fn, [])
+    else:
+        b.fence("seq_cst")
+
+
 def _field(builder, state, index):
     return builder.gep(state, [I32(0), I32(index)], inbounds=True, source_etype=_STATE_TYPE)
 
 
-def _emit_worker(module: ir.Module, body: ir.Function) -> ir.Function:
+def _emit_worker(module: ir.Module, body: ir.Function, fence: bool) -> ir.Function:
     """``ptr body.worker(ptr state)``: grab chunks of iterations until none are left or one
-    failed. It is the pthread start routine and is also run by the calling thread.
+    failed. It is the pthread start routine and is also run by the calling thread. With
+    ``fence`` (the body makes streaming stores, which are weakly ordered) it ends with a
+    full fence, so the thread that waits for the loop sees every store.
     """
     fn = ir.Function(module, ir.FunctionType(PTR, [PTR]), name=body.name + ".worker")
     fn.linkage = "internal"
@@ -118,11 +132,13 @@ def _emit_worker(module: ir.Module, body: ir.Function) -> ir.Function:
     b.branch(done)
 
     b.position_at_end(done)
+    if fence:
+        store_fence(b, module)
     b.ret(ir.Constant(PTR, None))
     return fn
 
 
-def parallel_runner(module: ir.Module, body: ir.Function) -> ir.Function:
+def parallel_runner(module: ir.Module, body: ir.Function, fence: bool = False) -> ir.Function:
     """Emit ``i32 <body>.run(ptr closure, i64 extent, i32 nthreads)`` for an outlined body.
 
     With ``nthreads <= 1`` or ``extent <= 1`` it runs the iterations in order on the calling
@@ -133,7 +149,7 @@ def parallel_runner(module: ir.Module, body: ir.Function) -> ir.Function:
     (or the array of handles) cannot be created, the threads that exist and the caller
     still do all the work, so a shortage of threads costs speed, never correctness.
     """
-    worker = _emit_worker(module, body)
+    worker = _emit_worker(module, body, fence)
     malloc = declare_c_function(module, "malloc")
     free = declare_c_function(module, "free")
     pthread_create = declare_c_function(module, "pthread_create")
