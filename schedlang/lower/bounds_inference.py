@@ -161,6 +161,12 @@ _STAGE_VAR = re.compile(r"^.+\.s\d+\.(.+)$")
 
 def user_text(e):
     """An index as the user wrote it: stage-qualified loop names back to the user's Vars."""
+    return str(user_names(e))
+
+
+def user_names(e):
+    """``e`` with stage-qualified loop names back to the user's Vars and integer casts of
+    a variable dropped, for messages."""
     def fn(n):
         if isinstance(n, E.Var):
             m = _STAGE_VAR.match(n.name)
@@ -169,7 +175,7 @@ def user_text(e):
         if isinstance(n, E.Cast) and isinstance(n.value, E.Var) and n.dtype.is_int:
             return n.value
         return None
-    return str(E.map_expr(e, fn))
+    return E.map_expr(e, fn)
 
 
 def func_box(stmt, func, kinds=("call", "provide")):

@@ -10,7 +10,7 @@ from ..algo import expr as E
 from ..algo import types as T
 from ..algo.func import Input
 from ..errors import AlgorithmError, ScheduleError
-from .bounds_inference import AccessBoxes, _i64, user_text
+from .bounds_inference import AccessBoxes, _i64, user_names, user_text
 from .interval import bounds_of
 from .prove import counterexample, prove
 from .simplify import simplify
@@ -93,7 +93,7 @@ def check_access_bounds(stmt, ctx):
                     f"{k}={v}" for k, v in sorted(cex.items()) if "." not in k) + ")"
             raise AlgorithmError(
                 f"{_site_name(site)} {what} {f.name}[{idx}]: dimension {d} ranges over "
-                f"[{pretty(lo)}, {pretty(hi)}], which may fall outside {f.name}'s extent "
+                f"[{pretty(user_names(lo))}, {pretty(user_names(hi))}], which may fall outside {f.name}'s extent "
                 f"0..{pretty(simplify(n - 1))}{example}; "
                 f"use a boundary condition (sl.clamp_edge({f.name}), ...), shrink the output, "
                 "or state the sizes with sl.assume")
