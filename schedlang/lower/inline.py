@@ -28,7 +28,7 @@ def _check_no_loop_directives(s, f):
     st = s.stage_schedules(f)[0]
     loop_ops = ("split", "fuse", "tile", "reorder", "unroll", "vectorize", "parallel",
                 "gpu_blocks", "gpu_threads", "gpu_tile", "tensorize", "bound", "store_at",
-                "double_buffer", "rfactor")
+                "double_buffer", "rfactor", "prefetch")
     touched = [d.op for d in s.trace if d.func == f.name and d.stage == 0 and d.op in loop_ops]
     if st.splits or any(d.kind != "serial" for d in st.dims) or touched:
         what = touched[0] if touched else "a loop directive"

@@ -234,6 +234,28 @@ class Provide(Stmt):
         self.func, self.args, self.value = func, tuple(args), value
 
 
+class Prefetch(Stmt):
+    """Before storage flattening: a hint to bring ``func[args]`` toward the caches (the read
+    a later iteration will make; ``prefetch`` directive). It never faults and never changes
+    a result, so its index may fall outside ``func``'s region."""
+
+    __slots__ = ("func", "args")
+
+    def __init__(self, func, args):
+        self.func, self.args = func, tuple(args)
+
+
+class FlatPrefetch(Stmt):
+    """``Prefetch`` after storage flattening: ``buffer[index]``; a vector index fetches the
+    lines its lanes fall in."""
+
+    __slots__ = ("buffer", "index")
+    exprs = ("index",)
+
+    def __init__(self, buffer: str, index):
+        self.buffer, self.index = buffer, index
+
+
 ERROR_CODES = {1: "an index was out of bounds (SCHEDLANG_DEBUG=bounds)",
                2: "out of memory while allocating a buffer"}
 
@@ -275,6 +297,8 @@ def map_stmt(s, stmt_fn=None, expr_fn=None):
         if isinstance(s, Provide):
             kw["args"] = tuple(expr_fn(a) for a in s.args)
             kw["value"] = expr_fn(s.value)
+        if isinstance(s, Prefetch):
+            kw["args"] = tuple(expr_fn(a) for a in s.args)
         if isinstance(s, Realize):
             kw["bounds"] = tuple((expr_fn(a), expr_fn(b)) for a, b in s.bounds)
         if isinstance(s, Allocate):
@@ -302,6 +326,8 @@ def stmt_exprs(s):
     out = [getattr(s, f) for f in s.exprs]
     if isinstance(s, Provide):
         out += list(s.args) + [s.value]
+    if isinstance(s, Prefetch):
+        out += list(s.args)
     if isinstance(s, Realize):
         out += [x for b in s.bounds for x in b]
     if isinstance(s, Allocate):
@@ -337,6 +363,10 @@ def stmt_to_str(s, indent=0) -> str:
         return f"{pad}{s.buffer}[{p(s.index)}] = {p(s.value)}{how}\n"
     if isinstance(s, Provide):
         return f"{pad}{s.func.name}[{', '.join(p(a) for a in s.args)}] = {p(s.value)}\n"
+    if isinstance(s, Prefetch):
+        return f"{pad}prefetch {s.func.name}[{', '.join(p(a) for a in s.args)}]\n"
+    if isinstance(s, FlatPrefetch):
+        return f"{pad}prefetch {s.buffer}[{p(s.index)}]\n"
     if isinstance(s, Allocate):
         dims = " x ".join(p(x) for x in s.extents) or "1"
         return (f"{pad}allocate {s.buffer}[{s.dtype.name}; {dims}] in {s.memory}\n"

@@ -216,6 +216,23 @@ class StageLoops:
         """Map original variable names -> int32 Exprs of their variables."""
         return {n: E.Cast(T.int32, self.ref(n)) for n in names}
 
+    def shifted_subst(self, names, var, distance):
+        """Like ``subst``, with the value every variable takes when variable ``var`` (a loop,
+        or a variable a split or fuse consumed) is ``distance`` further on; in terms of the
+        loop variables alone, so it needs none of the stage's Lets."""
+        vals = {}
+
+        def value(n):
+            if n not in vals:
+                if n in self.loop_of:
+                    v = _v(self.loop_of[n])
+                else:
+                    v = ir.substitute(self.shallow(n), {self.ref(d).name: value(d)
+                                                        for d in self.deps(n)})
+                vals[n] = v + distance if n == var else v
+            return vals[n]
+        return {n: E.Cast(T.int32, simplify(value(n))) for n in names}
+
     def wrap_loops(self, body, loops):
         for d, lv, m, e in reversed(loops):
             body = ir.For(lv, m, e, d.kind, body, d.gpu_dim)
@@ -235,12 +252,53 @@ def _lhs(definition, mapping):
     return [ir.substitute(a, mapping) for a in definition.args]
 
 
+def _prefetches(sl, exprs, names):
+    """The ``Prefetch`` statements of the stage's prefetch directives for the reads in
+    ``exprs`` (over original variables ``names``): each read of the source, at the
+    variables' values ``distance`` iterations of the directive's variable further on."""
+    out = []
+    for g, var, distance in sl.st.prefetches:
+        reads = []
+        for e in exprs:
+            E.walk_expr(e, lambda n: reads.append(n)
+                        if isinstance(n, E.FuncRef) and n.func is g else None)
+        mapping = sl.shifted_subst(names, var, distance) if reads else {}
+        seen = set()
+        for r in reads:
+            inner = []
+            for a in r.args:
+                E.walk_expr(a, lambda n: inner.append(n.func) if isinstance(n, E.FuncRef) else None)
+            if inner:
+                raise ScheduleError(f"prefetch({g.name}, {var}) on {sl.st.name}: the read of "
+                                    f"{g.name} has an index that reads {inner[0].name}, and "
+                                    "fetching ahead would read it past its end; prefetch reads "
+                                    "indexed by loop variables only")
+            args = [ir.substitute(a, mapping) for a in r.args]
+            key = tuple(E.structural_key(a) for a in args)
+            if key not in seen:
+                seen.add(key)
+                out.append(ir.Prefetch(g, args))
+    return out
+
+
+def _check_prefetches_found(sl, found):
+    for g, var, _ in sl.st.prefetches:
+        if not any(p.func is g for p in found):
+            raise ScheduleError(f"prefetch({g.name}, {var}) on {sl.st.name}: {sl.st.name} does "
+                                f"not read {g.name} where it is computed (it may read it "
+                                f"through a Func that is stored, or a cache_read copy); put "
+                                f"the prefetch on the stage that reads {g.name}")
+
+
 def _simple_nest(sl, func, definition):
     names = sl.orig
     mapping = sl.subst(names)
     body = ir.Provide(func, _lhs(definition, mapping), ir.substitute(definition.value, mapping))
     if definition.predicate is not None:
         body = ir.IfThenElse(ir.substitute(definition.predicate, mapping), body)
+    fetch = _prefetches(sl, [definition.value], names)
+    _check_prefetches_found(sl, fetch)
+    body = ir.make_block(fetch + [body])
     body = sl.bind(body, names)
     return sl.wrap_loops(body, sl.loops)
 
@@ -287,12 +345,17 @@ def _reduction_nest(ctx, sl, func, definition, reds):
     update_body = ir.make_block(updates)
     if definition.predicate is not None:
         update_body = ir.IfThenElse(ir.substitute(definition.predicate, full), update_body)
+    fetch = _prefetches(sl, [red.body for red in reds], sl.orig)
+    fin_fetch = [] if direct else _prefetches(
+        sl, [_replace_reduces(definition.value, finals)], pure)
+    _check_prefetches_found(sl, fetch + fin_fetch)
+    update_body = ir.make_block(fetch + [update_body])
     update = sl.wrap_loops(sl.bind(update_body, sl.orig), inner)
     init = sl.wrap_loops(sl.bind(ir.make_block(inits), pure), inner_pure)
     parts = [init, update]
     if not direct:
         value = _replace_reduces(definition.value, finals)
-        fin = ir.Provide(func, pargs, ir.substitute(value, pmap))
+        fin = ir.make_block(fin_fetch + [ir.Provide(func, pargs, ir.substitute(value, pmap))])
         parts.append(sl.wrap_loops(sl.bind(fin, pure), inner_pure))
     body = ir.make_block(parts)
     for acc in reversed(accs):

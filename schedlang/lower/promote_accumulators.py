@@ -170,6 +170,8 @@ class _Promoter:
                                   rewrite(s.body, {**env, s.var: full(s.value, env)}))
             if isinstance(s, ir.Evaluate):
                 return ir.Evaluate(ex(s.value))
+            if isinstance(s, ir.FlatPrefetch):
+                return s.replace(index=ex(s.index))
             if isinstance(s, ir.For):
                 return s.replace(min=ex(s.min), extent=ex(s.extent), body=rewrite(s.body, env))
             raise AssertionError(f"internal error: unexpected {type(s).__name__} in a loop body")

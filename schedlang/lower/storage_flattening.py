@@ -1,6 +1,7 @@
 """Pass: storage flattening. Multi-dimensional Funcs become flat buffers: ``Realize``
 becomes ``Allocate`` (row-major, last dimension contiguous, as numpy), ``Provide``
-becomes ``Store`` and reads become ``Load`` of a flat int64 index.
+becomes ``Store``, ``Prefetch`` becomes ``FlatPrefetch``, and reads become ``Load`` of a flat
+int64 index.
 Example: ``f[y, x]`` over region [y0, y0+h) x [x0, x0+w) reads ``f[(y - y0) * w + (x - x0)]``.
 """
 from __future__ import annotations
@@ -75,5 +76,8 @@ def storage_flattening(stmt, ctx):
         if isinstance(s, ir.Provide):
             lay = layouts[id(s.func)]
             return ir.Store(lay.name, expr_fn(s.value), lay.index([expr_fn(a) for a in s.args]))
+        if isinstance(s, ir.Prefetch):
+            lay = layouts[id(s.func)]
+            return ir.FlatPrefetch(lay.name, lay.index([expr_fn(a) for a in s.args]))
         return None
     return ir.map_stmt(stmt, stmt_fn, expr_fn)

@@ -140,6 +140,9 @@ class Vectorizer:
             return ir.IfThenElse(c, self.stmt(s.then), self.stmt(s.else_))
         if isinstance(s, ir.Evaluate):
             return s
+        if isinstance(s, ir.FlatPrefetch):
+            idx = self.expr(s.index)
+            return ir.FlatPrefetch(s.buffer, idx.value if isinstance(idx, ir.Broadcast) else idx)
         raise CannotVectorize()
 
 

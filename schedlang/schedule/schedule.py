@@ -51,7 +51,7 @@ class Directive:
             target += f".update({self.stage - 1})"
         args = []
         for i, a in enumerate(self.args):
-            if self.op in ("compute_at", "store_at", "cache_read") and i == 0:
+            if self.op in ("compute_at", "store_at", "cache_read", "prefetch") and i == 0:
                 args.append(a if a in user_funcs else repr(a))
             else:
                 args.append(repr(a))

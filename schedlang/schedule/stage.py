@@ -67,6 +67,7 @@ class StageSchedule:
         self.splits: list[Split] = []
         self.bounds: dict = {}
         self.tensorized = None      # (loop name, intrinsic)
+        self.prefetches = []        # (Func or Input, variable name, distance)
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -375,6 +376,36 @@ class StageSchedule:
         self.tensorized = (d.name, intr.name)
         self._record("tensorize", [d.name, intr.name])
         return self
+
+    def prefetch(self, source, v, distance=1):
+        """Beside every read of ``source`` (an Input, or a Func with storage) in this stage,
+        ask the CPU to fetch what that read will touch when variable ``v`` is ``distance``
+        further on, so the memory latency of later iterations overlaps this one's work.
+        ``v`` is a loop of this stage or a variable it was split or fused from. A hint: it
+        never faults (a fetch past the end of the data is dropped) and never changes a
+        result. Example: in a row softmax, ``s[e].prefetch(X, i)`` fetches row i + 1 of X
+        while row i's exponentials are computed."""
+        g = self.schedule.lookup(source)
+        name = var_name(v, "prefetch", self.name)
+        directive = f"prefetch({g.name}, {name})"
+        if not self._has_variable(name):
+            loops = ", ".join(d.name for d in self.dims) or "none"
+            raise ScheduleError(f"{directive} on {self.name}: {self.name} has no variable named "
+                                f"{name}; its loops are: {loops}")
+        if isinstance(distance, bool) or not isinstance(distance, int) or distance == 0:
+            raise ScheduleError(f"{directive} on {self.name}: distance must be a nonzero int "
+                                f"(iterations of {name} ahead), got {distance!r}")
+        if g is not self.func and not self.schedule._uses(self.func, g):
+            raise ScheduleError(f"{directive} on {self.name}: {self.func.name} does not read "
+                                f"{g.name}; prefetch a Func or Input this stage reads")
+        self.prefetches.append((g, name, distance))
+        self._record("prefetch", [g.name, name, distance])
+        return self
+
+    def _has_variable(self, name):
+        """``name`` is a loop of this stage, or a variable a split or fuse consumed."""
+        return any(d.name == name for d in self.dims) or any(
+            name in (sp.old, sp.outer, sp.inner) for sp in self.splits)
 
     def _known_extent(self, name):
         """The constant extent of a loop when the schedule alone fixes it: the inner loop of

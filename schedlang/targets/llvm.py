@@ -682,7 +682,7 @@ def _names_used(stmt):
     def on_stmt(s):
         for x in L.stmt_exprs(s):
             L.walk_expr(x, on_expr)
-        if isinstance(s, L.Store):
+        if isinstance(s, (L.Store, L.FlatPrefetch)):
             buffer_names.add(s.buffer)
         if isinstance(s, L.TensorOp):
             buffer_names.update(op.buffer for op in s.operands)

@@ -35,6 +35,9 @@ def _split_uniform_offset(e):
     return e, None
 
 
+_LINE_BYTES = 64   # a cache line on every CPU target we compile for
+
+
 class MemoryCodegen:
     def stmt_Store(self, s):
         ptr, _ = self._buffer(s.buffer)
@@ -81,6 +84,29 @@ class MemoryCodegen:
     def _streaming_store(self, s, value, p, align):
         st = self._alias(self.b.store(value, p, align=align), s.buffer)
         st.set_metadata("nontemporal", self.module.add_metadata([I32(1)]))
+
+    def stmt_FlatPrefetch(self, s):
+        """``llvm.prefetch`` (read, keep in all cache levels) of the lines the index touches:
+        every 64 bytes of a dense vector, each lane of another one. The address is computed
+        without ``inbounds``: a prefetch may point past its buffer, where it does nothing."""
+        ptr, dt = self._buffer(s.buffer)
+        elem, size = mem_type(dt), mem_type_bytes(dt)
+        fn = self.module.globals.get("llvm.prefetch.p0") or ir.Function(
+            self.module, ir.FunctionType(ir.VoidType(), [ptr.type, I32, I32, I32]),
+            "llvm.prefetch.p0")
+        lanes = s.index.dtype.lanes
+        base = self._index(s.index) if lanes == 1 else self._dense_ramp_base(s.index)
+        if base is not None:
+            offsets = range(0, max(lanes * size, 1), _LINE_BYTES)
+            addrs = [self.b.gep(ptr, [base if off == 0 else self.b.add(
+                base, ir.Constant(base.type, off // size))], source_etype=elem)
+                for off in offsets]
+        else:
+            index = self._index(s.index)
+            addrs = [self.b.gep(ptr, [self.b.extract_element(index, I32(lane))],
+                                source_etype=elem) for lane in range(lanes)]
+        for p in addrs:
+            self.b.call(fn, [p, I32(0), I32(3), I32(1)])
 
     def expr_Load(self, e):
         ptr, _ = self._buffer(e.buffer)

@@ -160,6 +160,7 @@ def loop_ops(known_bugs=True):
         st.tuples(st.just("vectorize"), pick, st.sampled_from([None, 2, 4, 8])),
         st.tuples(st.just("unroll"), pick, st.sampled_from([None, 2, 3, 4])),
         st.tuples(st.just("parallel"), pick),
+        st.tuples(st.just("prefetch"), pick, pick, st.sampled_from([-2, -1, 1, 2, 7])),
     ]
     if known_bugs:
         ops.append(st.tuples(st.just("fuse"), pick))
@@ -247,6 +248,11 @@ class Applier:
                 loops[p % n:p % n + 1] = [v + ".o", v + ".i"]
         elif kind == "parallel":
             st_.parallel(loops[op[1] % n])
+        elif kind == "prefetch":
+            # any Input or Func of the pipeline: one the stage does not read is refused
+            _, p, q, distance = op
+            sources = list(self.s.inputs) + list(self.s.funcs)
+            st_.prefetch(sources[q % len(sources)], loops[p % n], distance)
         elif kind == "fuse":
             if n < 2:
                 return
