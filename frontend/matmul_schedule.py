@@ -82,6 +82,15 @@ def _funcs_read(f):
             [g for g in funcs if g.definitions[0].rvars])
 
 
+def _inputs_read(f):
+    """The Inputs ``f``'s definition reads directly."""
+    found = {}
+    E.walk_expr(f.definitions[0].value,
+                lambda n: found.setdefault(id(n.func), n.func)
+                if isinstance(n, E.FuncRef) and not hasattr(n.func, "definitions") else None)
+    return list(found.values())
+
+
 def _schedule_nhwc_sums(s, acc, o=None):
     """The register-tiled loops of the NHWC sums Func ``acc[n, y, x, o]`` inside whatever
     loop it is computed at (``o``: the name of its channel loop, when already split)."""
@@ -194,7 +203,8 @@ def softmax_schedule(s, f, is_output):
     """Schedule a last-axis softmax output Func ``f`` (``e / sum(e)`` with
     ``e = exp(x - max(x))``): rows in parallel, and per row the max, the exponentials and
     the sum computed into cache, each reduction with 64 partial results (four vector
-    accumulators). Returns the Funcs it scheduled, or False when ``f`` is not that form."""
+    accumulators), the next row of an Input fetched while a row's exponentials run.
+    Returns the Funcs it scheduled, or False when ``f`` is not that form."""
     d = f.definitions[0]
     if not is_output or f.dtype != sl.float32 or f.shape is None or len(d.args) < 2:
         return False
@@ -212,6 +222,9 @@ def softmax_schedule(s, f, is_output):
     lanes = 64 if cols >= 256 else vw
     s[f].parallel(d.args[0].name).vectorize(col, vw)
     s[e].compute_at(f, row).vectorize(e.definitions[0].args[-1].name, vw)
+    for source in _inputs_read(e):
+        # the next row of the input comes in while this row's exponentials are computed
+        s[e].prefetch(source, e.definitions[0].args[-2].name)
     for red in (mx, den):
         rv = red.definitions[0].rvars[0].name
         s[red].compute_at(f, row)

@@ -229,6 +229,7 @@ def test_softmax_over_rows_is_computed_a_row_at_a_time(shape):
     first = ir.splitlines()[0]
     assert first.lstrip().startswith("parallel for"), ir
     assert "_intm" in ir and ("ramp(" in ir) == (shape[-1] >= 16)
+    assert "prefetch x[" in ir and f"+ {shape[-1]}" in ir.split("prefetch x[")[1].split("\n")[0]
     e = np.exp(a - a.max(-1, keepdims=True))
     np.testing.assert_allclose(kern(x=a), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
     # other axes keep the generic schedule and stay right
