@@ -71,24 +71,25 @@ def conv_tiles(out_width, out_channels, in_channels, taps=9):
     return tk, tx, cc
 
 
-def _funcs_read(f):
-    """The Funcs ``f``'s definition reads, split into (pure ones, reductions)."""
+def _read(f):
+    """Every Func and Input ``f``'s definition reads directly, each once."""
     found = {}
     E.walk_expr(f.definitions[0].value,
                 lambda n: found.setdefault(id(n.func), n.func) if isinstance(n, E.FuncRef)
                 else None)
-    funcs = [g for g in found.values() if hasattr(g, "definitions")]
+    return list(found.values())
+
+
+def _funcs_read(f):
+    """The Funcs ``f``'s definition reads, split into (pure ones, reductions)."""
+    funcs = [g for g in _read(f) if hasattr(g, "definitions")]
     return ([g for g in funcs if not g.definitions[0].rvars],
             [g for g in funcs if g.definitions[0].rvars])
 
 
 def _inputs_read(f):
     """The Inputs ``f``'s definition reads directly."""
-    found = {}
-    E.walk_expr(f.definitions[0].value,
-                lambda n: found.setdefault(id(n.func), n.func)
-                if isinstance(n, E.FuncRef) and not hasattr(n.func, "definitions") else None)
-    return list(found.values())
+    return [g for g in _read(f) if not hasattr(g, "definitions")]
 
 
 def _schedule_nhwc_sums(s, acc, o=None):

@@ -93,7 +93,8 @@ def check_access_bounds(stmt, ctx):
                     f"{k}={v}" for k, v in sorted(cex.items()) if "." not in k) + ")"
             raise AlgorithmError(
                 f"{_site_name(site)} {what} {f.name}[{idx}]: dimension {d} ranges over "
-                f"[{pretty(user_names(lo))}, {pretty(user_names(hi))}], which may fall outside {f.name}'s extent "
+                f"[{pretty(user_names(lo))}, {pretty(user_names(hi))}], which may fall "
+                f"outside {f.name}'s extent "
                 f"0..{pretty(simplify(n - 1))}{example}; "
                 f"use a boundary condition (sl.clamp_edge({f.name}), ...), shrink the output, "
                 "or state the sizes with sl.assume")

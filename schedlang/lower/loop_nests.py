@@ -345,16 +345,15 @@ def _reduction_nest(ctx, sl, func, definition, reds):
     update_body = ir.make_block(updates)
     if definition.predicate is not None:
         update_body = ir.IfThenElse(ir.substitute(definition.predicate, full), update_body)
+    value = None if direct else _replace_reduces(definition.value, finals)
     fetch = _prefetches(sl, [red.body for red in reds], sl.orig)
-    fin_fetch = [] if direct else _prefetches(
-        sl, [_replace_reduces(definition.value, finals)], pure)
+    fin_fetch = [] if direct else _prefetches(sl, [value], pure)
     _check_prefetches_found(sl, fetch + fin_fetch)
     update_body = ir.make_block(fetch + [update_body])
     update = sl.wrap_loops(sl.bind(update_body, sl.orig), inner)
     init = sl.wrap_loops(sl.bind(ir.make_block(inits), pure), inner_pure)
     parts = [init, update]
     if not direct:
-        value = _replace_reduces(definition.value, finals)
         fin = ir.make_block(fin_fetch + [ir.Provide(func, pargs, ir.substitute(value, pmap))])
         parts.append(sl.wrap_loops(sl.bind(fin, pure), inner_pure))
     body = ir.make_block(parts)
