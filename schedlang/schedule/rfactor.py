@@ -133,11 +133,31 @@ def rfactor(schedule, st: StageSchedule, rv, name):
     fdef = Definition(f, 0, d.args, new_value, d.pure_vars, list(fin_rd.vars), None)
     schedule.defs[id(f)][0] = fdef
     fresh = StageSchedule(schedule, f, 0, fdef)
-    fresh.bounds = dict(st.bounds)     # the pure dimensions, and their bound(), stay
+    _keep_pure_loops(st, fresh)
     schedule.stages[id(f)][0] = fresh
     schedule.user_funcs.discard(intm.name)
     schedule._record(st, "rfactor", [rv_name], {"name": intm.name})
     return intm
+
+
+def _keep_pure_loops(st, fresh):
+    """Carry what was already scheduled on the pure dimensions of ``st`` (splits, fuses,
+    order, parallel / vectorize / unroll marks, bounds) over to ``fresh``, the stage after
+    rfactor, whose new reduction loop goes innermost. Only the reduction loops are rebuilt:
+    a user who wrote ``s[f].parallel(i)`` before ``rfactor`` keeps a parallel ``i``."""
+    pure = {v.name for v in st.definition.pure_vars}
+    splits = []
+    for sp in st.splits:       # fuse never joins a pure loop with a reduction loop
+        if sp.kind == "split" and sp.old in pure:
+            pure |= {sp.outer, sp.inner}
+            splits.append(sp)
+        elif sp.kind == "fuse" and {sp.outer, sp.inner} <= pure:
+            pure.add(sp.old)
+            splits.append(sp)
+    fresh.splits = splits
+    kept = [d.copy() for d in st.dims if not d.is_rvar]
+    fresh.dims = kept + [d for d in fresh.dims if d.is_rvar]
+    fresh.bounds = dict(st.bounds)
 
 
 def _replace(e, old, new):

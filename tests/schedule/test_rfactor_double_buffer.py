@@ -110,6 +110,37 @@ def test_rfactor_replays_from_json_and_python():
     assert str(s3) == str(s)
 
 
+def test_rfactor_keeps_what_was_scheduled_on_the_pure_loops():
+    # parallel / split / vectorize on the pure loops before rfactor stay in force after it
+    A, B, i, j, k, C = _gemm()
+    s = sl.Schedule(C)
+    s[C].parallel(i).vectorize(j, 8)
+    s[C].split(k, 4, tail="guard")
+    part = s[C].rfactor("k.o")
+    assert s[C].loop_names() == ["i", "j.o", "j.i", "k.o"]
+    s[part].compute_at(C, i)
+    ir = str(sl.lower(C, s))
+    assert "parallel for C.s0.i" in ir and "ramp(" in ir
+    rng = np.random.default_rng(3)
+    a, b = rng.random((6, 9), dtype=np.float32), rng.random((9, 20), dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(C, s)(A=a, B=b), a @ b, rtol=1e-5)
+    # and a nested rfactor keeps the parallel loop of the first intermediate
+    X = sl.Input("X", sl.float32, ("N",))
+    r = sl.RDom(X.shape[0], name="r")
+    f = sl.Func("f", shape=())
+    f[()] = sl.sum(X[r])
+    s = sl.Schedule(f)
+    s[f].split(r, 1000, tail="guard")
+    outer = s[f].rfactor("r.o")
+    s[outer].compute_root().parallel("r.o")
+    s[outer].split("r.i", 16, tail="guard")
+    lanes = s[outer].rfactor("r.i.i")
+    s[lanes].compute_at(outer, "r.o").vectorize("r.i.i")
+    assert "parallel for f_intm.s0.r.o" in str(sl.lower(f, s))
+    x = rng.random(12345, dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(f, s)(X=x), x.sum(dtype=np.float64), rtol=1e-5)
+
+
 def test_rfactor_errors():
     A, i, k, f = _row_sum()
     s = sl.Schedule(f)
