@@ -7,7 +7,9 @@ is built on them: ``mean``, norms). Two shapes, told apart by the algorithm itse
 - the kept dimension is the contiguous one (column sums, ``x.sum(0)``): 128 results are
   kept in vector registers while the reduction runs over whole rows of 128 values.
 
-The kept dimensions run in parallel. Example: ``reduction_schedule(s, f, True)`` on the
+The kept dimensions run in parallel. A large reduction to one value (``x.sum()``) has none,
+so it is first rfactor'd into pieces (its outer rows, or chunks of its contiguous loop)
+computed in parallel and combined at the end. Example: ``reduction_schedule(s, f, True)`` on the
 Func of ``Tensor(x).sum(0)``.
 """
 from __future__ import annotations
@@ -18,6 +20,8 @@ from schedlang.algo import expr as E
 VECTOR = 16          # lanes of one AVX-512 float32 register
 PARTIALS = 64        # partial results of a row reduction: four vector accumulators
 COLUMNS = 128        # results a column reduction keeps in registers
+PARALLEL_MIN = 1 << 16   # a reduction to one value this large runs in parallel pieces
+CHUNKS = 16          # pieces of a reduction to one value along its contiguous variable
 
 
 def _extent(f, name):
@@ -45,6 +49,50 @@ def _last_index_rvars(f):
     return found
 
 
+def _vector_partials(s, f, rv, ext, at):
+    """Split reduction loop ``rv`` (extent ``ext``) of ``f`` and rfactor its inner part into
+    vector partial results, computed at loop ``at`` of ``f`` (or once, when None)."""
+    lanes = PARTIALS if ext >= 4 * PARTIALS else VECTOR
+    s[f].split(rv, lanes, names=(f"{rv}.o", f"{rv}.i"), tail="guard")
+    part = s[f].rfactor(f"{rv}.i")
+    if at is not None:
+        s[part].compute_at(f, at)
+    loops = [n for n in s[part].loop_names() if n != f"{rv}.i"]
+    s[part].reorder(*loops, f"{rv}.i").vectorize(f"{rv}.i", VECTOR)
+    if lanes > VECTOR:
+        s[part].unroll(f"{rv}.i.o")
+    return [part]
+
+
+def _parallel_chunks(s, f, d, rv, ext):
+    """A reduction to one value (no kept dimension to run in parallel) of at least
+    ``PARALLEL_MIN`` elements: rfactor it into independent pieces computed in parallel, each
+    reduced with vector partials, then combined. The pieces are the outermost reduction
+    variable's iterations when it is not the contiguous one, else chunks of ``rv``.
+    Returns the Funcs scheduled, or None when the reduction is too small."""
+    total = 1
+    for v in d.rvars:
+        e = _rvar_extent(v)
+        if not isinstance(e, int):
+            return None
+        total *= e
+    if total < PARALLEL_MIN:
+        return None
+    first = d.rvars[0]
+    if first is not rv and _rvar_extent(first) >= CHUNKS // 2:
+        piece = first.name
+    else:
+        size = -(-ext // CHUNKS)
+        size = -(-size // PARTIALS) * PARTIALS
+        s[f].split(rv.name, size, names=(f"{rv.name}.chunk", f"{rv.name}.in"), tail="guard")
+        piece, rv_inner = f"{rv.name}.chunk", f"{rv.name}.in"
+        ext = size
+    pieces = s[f].rfactor(piece)
+    s[pieces].compute_root().parallel(piece)
+    inner = rv.name if piece == first.name else rv_inner
+    return [f, pieces, *_vector_partials(s, pieces, inner, ext, piece)]
+
+
 def reduction_schedule(s, f, is_output):
     """Schedule the reduction Func ``f`` (one inline reduction over constant extents) in
     ``s``. Returns the Funcs it scheduled, or False when ``f`` is not that form."""
@@ -62,18 +110,14 @@ def reduction_schedule(s, f, is_output):
         ext = _rvar_extent(rv)
         if ext is None or ext < VECTOR:
             return False
-        lanes = PARTIALS if ext >= 4 * PARTIALS else VECTOR
-        s[f].split(rv.name, lanes, names=(f"{rv.name}.o", f"{rv.name}.i"), tail="guard")
-        part = s[f].rfactor(f"{rv.name}.i")
-        if pure:
-            s[part].compute_at(f, pure[-1])
-        loops = [n for n in s[part].loop_names() if n != f"{rv.name}.i"]
-        s[part].reorder(*loops, f"{rv.name}.i").vectorize(f"{rv.name}.i", VECTOR)
-        if lanes > VECTOR:
-            s[part].unroll(f"{rv.name}.i.o")
+        if outer is None:
+            chunked = _parallel_chunks(s, f, d, rv, ext)
+            if chunked:
+                return chunked
+        parts = _vector_partials(s, f, rv.name, ext, pure[-1] if pure else None)
         if outer is not None:
             s[f].parallel(outer)
-        return [f, part]
+        return [f, *parts]
     if not pure or extents[-1] < VECTOR:
         return False
     last = pure[-1]

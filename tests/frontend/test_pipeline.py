@@ -255,3 +255,25 @@ def test_zero_dimensional_input_is_a_0d_kernel_argument():
     assert kern(x=np.arange(4, dtype=np.float32), s=np.float32(2)) == 20
     with pytest.raises(sl.ArgumentError, match="expected 0 dimensions"):
         kern(x=np.ones(4, np.float32), s=np.ones(1, np.float32))
+
+
+@pytest.mark.parametrize("shape, op", [((300007,), "sum"), ((512, 640), "sum"),
+                                       ((512, 640), "max"), ((40, 3, 1000), "mean")])
+def test_a_large_reduction_to_one_value_runs_in_parallel_pieces(shape, op):
+    # no kept dimension to run in parallel: the default schedule rfactors the reduction
+    # into pieces (rows, or chunks of a 1-D input, with a ragged last chunk) in parallel
+    x = Tensor.input("x", shape)
+    for keep in (False, True):
+        kern = sl.compile(getattr(x, op)(keepdims=keep) if keep else getattr(x, op)())
+        assert re.search(r"parallel for \S+_intm", kern.loop_ir), kern.loop_ir
+        assert "ramp(" in kern.loop_ir
+        a = rng.standard_normal(shape).astype(np.float32)
+        want = getattr(a.astype(np.float64), op)(keepdims=keep)
+        np.testing.assert_allclose(kern(x=a), want, rtol=1e-4, atol=1e-4)
+        kern.num_threads = 1
+        np.testing.assert_allclose(kern(x=a), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_small_reduction_to_one_value_stays_on_one_thread():
+    kern = sl.compile(Tensor.input("x", (5000,)).sum())
+    assert "parallel" not in kern.loop_ir
