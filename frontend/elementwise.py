@@ -180,9 +180,20 @@ def mul(a, b):
     return elementwise("mul", lambda p, q: p * q, a, b)
 
 
+def _true_div(p, q):
+    """Integer (or bool) operands divide in float64, as numpy's true division does: a
+    float32 quotient would round int32 values above 2**24."""
+    p, q = E.to_expr(p), E.to_expr(q)
+    if not (p.dtype.is_float or q.dtype.is_float):
+        p, q = E.unify("div", p, q)
+        p, q = E.cast(sl.float64, p), E.cast(sl.float64, q)
+    return E.true_div(p, q)
+
+
 def div(a, b):
-    """``a / b``: true division (integers become float32, as torch): ``F.div(x, y)``."""
-    return elementwise("div", lambda p, q: E.true_div(p, q), a, b)
+    """``a / b``: true division; integer operands give float64, as in numpy:
+    ``F.div(x, y)``."""
+    return elementwise("div", _true_div, a, b)
 
 
 def floordiv(a, b):

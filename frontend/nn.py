@@ -126,7 +126,7 @@ def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
 
 
 def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
-    """Mean over ``axis``; integers give float32 (summed in 64 bits first), floats are
+    """Mean over ``axis``; integers give float64 as in numpy (summed in 64 bits first), floats are
     summed and divided wide as ``sum`` is. Example: ``x.mean(-1)``."""
     axis, keepdims = _axis_alias("mean", axis, keepdims, dim, keepdim)
     x = EW.as_tensor(x, "mean")
