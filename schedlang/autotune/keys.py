@@ -22,8 +22,9 @@ import numbers
 import platform
 
 from ..algo import expr as E
-from ..algo.func import Func, definition_exprs
+from ..algo.func import Func
 from ..errors import AlgorithmError, ScheduleError
+from ..schedule.names import pipeline_names, rdoms_in_order, rename_directives
 from ..schedule.schedule import Schedule
 from ..targets.kernel import default_threads
 
@@ -61,29 +62,12 @@ def _pipeline(outputs):
     return outputs, Schedule(*outputs)
 
 
-def _rdoms_in_order(s):
-    """The RDoms of the pipeline, each once, in the order its definitions mention them."""
-    found, names = [], set()
-    for f in s.funcs:
-        for d in s.definitions(f):
-            def visit(n):
-                rd = getattr(n, "rdom", None)
-                if rd is not None and rd.name not in names:
-                    names.add(rd.name)
-                    found.append(rd)
-            for e in definition_exprs(d):
-                E.walk_expr(e, visit)
-            for v in d.rvars:
-                visit(v)
-    return found
-
-
 def algorithm_hash(outputs):
     """``(hex digest, canonical names)``: a hash equal for structurally identical pipelines
     (same definitions, shapes and dtypes) whatever their Funcs, Inputs and RDoms are called.
     Example: ``algorithm_hash(C)[0]`` is the same for two separately built 64x64 matmuls."""
     outs, s = _pipeline(outputs)
-    rdoms = _rdoms_in_order(s)
+    rdoms = rdoms_in_order(s)
     canon = {}
     for n, f in enumerate(s.funcs):
         canon[("F", f.name)] = f"F{n}"
@@ -133,8 +117,7 @@ def algorithm_hash(outputs):
         parts.append(("rdom", canon[("R", r.name)], tuple((ser(a), ser(b)) for a, b in r.bounds),
                       ser(r.predicate)))
     digest = hashlib.sha256(repr(parts).encode()).hexdigest()
-    names = [f.name for f in s.funcs] + [i.name for i in s.inputs] + [r.name for r in rdoms]
-    return digest, names
+    return digest, pipeline_names(s)
 
 
 def concrete_sizes(outputs, sizes=None):
@@ -256,29 +239,10 @@ def workload_key(outputs, target="llvm", sizes=None, threads=None):
 def rename_schedule_json(text, old_names, new_names):
     """Schedule JSON written for a pipeline with ``old_names`` (canonical order), with every
     Func, Input and RDom name replaced by the current pipeline's name at the same position.
-    Loop names such as ``k7.o`` are renamed component by component. Example:
-    ``rename_schedule_json(t, ["matmul3", "x1"], ["matmul9", "x5"])``."""
+    Example: ``rename_schedule_json(t, ["matmul3", "x1"], ["matmul9", "x5"])``."""
     if list(old_names) == list(new_names):
         return text
-    if len(old_names) != len(new_names):
-        raise ValueError("the stored pipeline has a different number of Funcs / Inputs / RDoms")
-    mapping = {a: b for a, b in zip(old_names, new_names) if a != b}
-    data = json.loads(text)
-
-    def ren(x):
-        if isinstance(x, str):
-            return ".".join(mapping.get(c, c) for c in x.split("."))
-        if isinstance(x, list):
-            return [ren(y) for y in x]
-        return x
-    for d in data.get("directives", []):
-        if d.get("op") == "assume":
-            continue
-        d["func"] = ren(d["func"])
-        d["args"] = [ren(a) for a in d["args"]]
-        d["kwargs"] = {k: ren(v) for k, v in d.get("kwargs", {}).items()}
-    data["outputs"] = [ren(o) for o in data.get("outputs", [])]
-    return json.dumps(data)
+    return json.dumps(rename_directives(json.loads(text), old_names, new_names))
 
 
 __all__ = ["ACTION_VERSION", "WorkloadKey", "algorithm_hash", "workload_key", "check_threads",

@@ -18,6 +18,7 @@ from ..algo import expr as E
 from ..algo.func import IDENT, Definition, Func, Input, definition_exprs
 from ..algo.printer import expr_to_python
 from ..errors import ScheduleError
+from .names import pipeline_names, rename_directives
 from .stage import StageSchedule, var_name
 
 MEMORIES = ("global", "shared", "local")
@@ -228,6 +229,7 @@ class Schedule:
         """The directives as JSON text; ``Schedule.from_json(text, C)`` replays them."""
         return json.dumps({"schedlang_schedule": 1,
                            "outputs": [o.name for o in self.outputs],
+                           "names": pipeline_names(Schedule(*self.outputs)),
                            "directives": [d.to_dict() for d in self.trace]})
 
     @classmethod
@@ -242,6 +244,16 @@ class Schedule:
             raise ScheduleError(f"Schedule.from_json: unsupported schedule format version "
                                 f"{data.get('schedlang_schedule')!r} (this schedlang reads 1)")
         s = cls(*outputs)
+        stored = data.get("names")
+        if stored is not None:
+            # a rebuild of the same algorithm may have given its unnamed Funcs and RDoms
+            # other automatic names: replay by canonical position
+            try:
+                data = rename_directives(data, stored, pipeline_names(s))
+            except ValueError as e:
+                raise ScheduleError(f"Schedule.from_json: {e}; it was written for another "
+                                    "algorithm") from None
+            directives = data["directives"]
         names = [o.name for o in s.outputs]
         if data.get("outputs", names) != names:
             raise ScheduleError(f"Schedule.from_json: the schedule is for outputs "

@@ -386,3 +386,32 @@ def test_str_replays_for_unusual_but_legal_func_names(fname):
     assert str(s2) == str(s)
     a = rand(13)
     np.testing.assert_allclose(sl.compile(f, s2)(A=a), a * 2 + 1, rtol=1e-6)
+
+
+def _unnamed_scan():
+    # the SPEC's scan, with an unnamed Func and an unnamed RDom: automatic names (f7, r3)
+    # come from a process-wide counter, so each build gets new ones
+    g = sl.Input("g", sl.float32, ("N",))
+    x = sl.Var("x")
+    f = sl.Func(shape=(g.shape[0],))
+    f[x] = g[x]
+    r = sl.RDom((1, g.shape[0] - 1))
+    f[r] = f[r - 1] + g[r]
+    total = sl.Func(shape=(g.shape[0],))
+    total[x] = f[x] * 2
+    return total, f, r, x
+
+
+def test_json_replays_onto_a_rebuild_whose_automatic_names_differ():
+    total, f, r, x = _unnamed_scan()
+    s = sl.Schedule(total)
+    s[f].compute_root().vectorize(x, 8)
+    s[total].split(x, 4)
+    s[f].update(0).unroll(r, 2)
+    total2, f2, r2, _ = _unnamed_scan()
+    assert (f2.name, r2.name) != (f.name, r.name)
+    s2 = sl.Schedule.from_json(s.to_json(), total2)
+    assert str(s2) == str(s).replace(f.name, f2.name).replace(r.name, r2.name).replace(
+        total.name, total2.name)
+    g = np.arange(1, 30, dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(total2, s2)(g=g), np.cumsum(g) * 2)
