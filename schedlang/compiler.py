@@ -15,6 +15,7 @@ import time
 
 from .algo import expr as E
 from .algo.func import Func, definition_exprs
+from .deep_recursion import deep_recursion
 from .errors import AlgorithmError, CompileError, ScheduleError
 from .lower import ir
 from .lower.lower import lower_pipeline
@@ -79,6 +80,7 @@ def _check_cpu_directives(schedule):
                                        "Use parallel(...) for CPU threads")
 
 
+@deep_recursion(CompileError, "sl.lower")
 def lower(outputs, schedule=None, target="llvm"):
     """The loop IR of ``outputs`` under ``schedule`` (printable), without compiling it."""
     # the target first: a bad one must not cost a tuning-database lookup
@@ -134,6 +136,7 @@ class BoundKernel(Kernel):
         return super()._bind({**self.bound, **kwargs})
 
 
+@deep_recursion(CompileError, "sl.compile")
 def compile(outputs, schedule=None, target="llvm"):  # noqa: A001 - SPEC name
     """Compile ``outputs`` (a Func, several, or a frontend Tensor) under ``schedule`` for
     ``target`` and return a callable Kernel. Example: ``sl.compile(C, s)(A=a, B=b)``."""

@@ -12,6 +12,7 @@ import operator
 
 import numpy as np
 
+from ..deep_recursion import deep_recursion
 from ..errors import AlgorithmError
 from . import types as T
 from .types import DType
@@ -81,6 +82,7 @@ class Expr(ExprOps):
     __slots__ = ("dtype", "_key")
     children: tuple = ()
 
+    @deep_recursion(AlgorithmError, "printing an expression")
     def __repr__(self):
         from .printer import expr_to_str
         return expr_to_str(self)

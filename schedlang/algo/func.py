@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 
+from ..deep_recursion import deep_recursion
 from ..errors import AlgorithmError
 from . import expr as E
 from . import types as T
@@ -420,6 +421,7 @@ class Func(Callable):
                                  f"{self.name}[...] = ... first")
         return E.FuncRef(self, args)
 
+    @deep_recursion(AlgorithmError, "defining a Func")
     def __setitem__(self, args, value):
         if not isinstance(args, tuple):
             args = (args,)

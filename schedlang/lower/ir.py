@@ -9,6 +9,8 @@ Example: ``For("x", Const(0, int64), n, "serial", Store("out", v, Var("x", int64
 from __future__ import annotations
 
 from ..algo import expr as E
+from ..deep_recursion import deep_recursion
+from ..errors import CompileError
 from ..algo import types as T
 from ..algo.printer import expr_to_str
 from ..algo.expr import map_expr, substitute, walk_expr, expr_vars  # noqa: F401 (re-exported)
@@ -90,6 +92,7 @@ class Stmt:
             object.__setattr__(new, s, kw.get(s, getattr(self, s)))
         return new
 
+    @deep_recursion(CompileError, "printing the loop IR")
     def __repr__(self):
         return stmt_to_str(self)
 

@@ -17,6 +17,7 @@ import keyword
 from ..algo import expr as E
 from ..algo.func import IDENT, Definition, Func, Input, definition_exprs
 from ..algo.printer import expr_to_python
+from ..deep_recursion import deep_recursion
 from ..errors import ScheduleError
 from .names import pipeline_names, rename_directives
 from .stage import StageSchedule, var_name
@@ -95,6 +96,7 @@ class InputSchedule:
 class Schedule:
     """The schedule of a pipeline ending in ``outputs`` (one Func or several)."""
 
+    @deep_recursion(ScheduleError, "sl.Schedule")
     def __init__(self, *outputs):
         if len(outputs) == 1 and isinstance(outputs[0], (list, tuple)):
             outputs = tuple(outputs[0])

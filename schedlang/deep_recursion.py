@@ -1,0 +1,74 @@
+"""Deep expressions: the compiler walks expression trees recursively, and Python's default
+recursion limit (1000 frames, sized for its default 8 MiB stack) stops at an expression
+a few hundred operations deep, e.g. 300 chained ``tanh``. An entry point decorated with
+``deep_recursion`` runs as usual; only if it overflows the limit is it run again on a
+helper thread with a large stack and a higher limit. If even that is not enough, the user
+gets a ``SchedlangError`` that says what to do, never a bare ``RecursionError`` or a crash.
+
+Example::
+
+    @deep_recursion(CompileError, "compile")
+    def compile(outputs, schedule=None, target="llvm"): ...
+"""
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+
+DEEP_STACK_BYTES = 1 << 30    # address space only: pages are touched as deep as it goes
+DEEP_LIMIT = 150_000          # frames; well inside DEEP_STACK_BYTES at ~2-4 KiB a frame
+_local = threading.local()
+
+
+def _on_deep_stack(fn, args, kwargs):
+    out = {}
+
+    def work():
+        _local.deep = True
+        try:
+            out["value"] = fn(*args, **kwargs)
+        except BaseException as e:      # re-raised in the caller's thread
+            out["error"] = e
+
+    old_size = threading.stack_size()
+    old_limit = sys.getrecursionlimit()
+    threading.stack_size(DEEP_STACK_BYTES)
+    sys.setrecursionlimit(max(old_limit, DEEP_LIMIT))
+    try:
+        t = threading.Thread(target=work, name="schedlang-deep", daemon=True)
+        t.start()
+    finally:
+        threading.stack_size(old_size)
+    try:
+        while t.is_alive():
+            t.join(0.1)             # a short wait keeps Ctrl-C responsive
+    finally:
+        sys.setrecursionlimit(old_limit)
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def deep_recursion(error, what):
+    """Decorate an entry point that walks user expressions: on ``RecursionError`` it is run
+    again on a large stack; one that still overflows raises ``error`` (a SchedlangError
+    subclass) naming ``what`` was being done."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            if getattr(_local, "deep", False):
+                return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except RecursionError:
+                pass
+            try:
+                return _on_deep_stack(fn, args, kwargs)
+            except RecursionError:
+                raise error(f"{what}: an expression is nested too deeply to compile (tens "
+                            "of thousands of operations in one chain); split the chain into "
+                            "several Funcs, each holding part of it, and compute them with "
+                            "compute_root() or compute_at") from None
+        return run
+    return wrap
