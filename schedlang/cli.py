@@ -187,9 +187,9 @@ def _child_rows(args, workload, size, threads, dtype="float32"):
 
 
 def _print_table(rows):
-    # the "vs halide" column only when some row is Halide's
-    bases = ("numpy", "torch") + (("halide",) if any(r["system"] == "halide"
-                                                    for r in rows) else ())
+    # a "vs <system>" column for each comparison system that was measured
+    measured = {r["system"] for r in rows}
+    bases = tuple(b for b in ("numpy", "torch", "halide") if b in measured)
     head = f"{'workload':8s} {'shape':22s} {'system':14s} {'thr':>3s} {'median ms':>10s} " \
            f"{'min ms':>9s} {'rate':>9s} {'unit':8s}" + "".join(f" {'vs ' + b:>9s}"
                                                                  for b in bases)
@@ -452,6 +452,11 @@ def main(argv=None):
             cmd_show(args)
     except SchedlangError as e:     # a user mistake (a bad target, schedule, ...): no traceback
         raise SystemExit(f"schedlang {args.cmd}: {type(e).__name__}: {e}") from None
+    except BrokenPipeError:
+        # the reader went away (``schedlang show gemm | head``): stop quietly, as cat does;
+        # stdout now points at nothing so that the interpreter's final flush cannot fail
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return 0
 
 

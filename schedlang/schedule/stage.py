@@ -532,6 +532,12 @@ class StageSchedule:
         """Keep two copies of this (staged) Func computed inside a serial loop: the next
         iteration's copy is filled while the current one is used."""
         fs = self._func_directive("double_buffer")
+        if self._is_output():
+            raise ScheduleError(f"double_buffer on {self.func.name}: {self.func.name} is an "
+                                "output of the schedule, written once into the caller's array; "
+                                "double_buffer applies to a staged Func (cache_read / "
+                                "cache_write) or an intermediate computed inside a serial loop "
+                                "of its consumer (compute_at)")
         fs.double_buffer = True
         self._record("double_buffer", [])
         return self

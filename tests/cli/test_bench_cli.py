@@ -27,6 +27,7 @@ def test_bench_writes_csv_with_spec_columns(tmp_path):
         assert float(row["median_s"]) > 0 and float(row["min_s"]) <= float(row["median_s"])
         assert row["unit"] == "GFLOP/s" and row["threads"] == "1"
     assert "vs numpy" in r.stdout
+    assert "vs torch" not in r.stdout and "vs halide" not in r.stdout   # not measured
 
 
 def test_bench_blur_and_unknown_workload():
@@ -135,3 +136,15 @@ def test_the_systems_of_a_row_are_timed_in_turns(monkeypatch):
     got = timing.measure_in_turns(fns, cold=False, budget_s=0.0, warmup=0, min_runs=2,
                                   max_runs=2, turns=1)
     assert len(flushes) == 12 and [m.runs for m in got.values()] == [2, 2, 2]
+
+
+def test_show_into_a_pipe_closed_early_stops_without_a_traceback():
+    # ``schedlang show gemm | head -1``: the reader leaves after one line
+    # (conv prints ~150 KB, more than a pipe holds, so later writes find it closed)
+    p = subprocess.Popen([sys.executable, "-m", "schedlang.cli", "show", "conv"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline().startswith(b"#")
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    p.wait(timeout=300)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -193,3 +193,12 @@ def test_double_buffer_needs_a_serial_compute_loop():
     s[Bc].compute_at(C, i).double_buffer()
     with pytest.raises(sl.ScheduleError, match="serial loop"):
         sl.compile(C, s)
+
+
+def test_double_buffer_on_an_output_is_refused_at_the_directive():
+    A, B, i, j, k, C = _gemm()
+    s = sl.Schedule(C)
+    with pytest.raises(sl.ScheduleError, match="double_buffer on C: C is an output of the "
+                       "schedule.*cache_read"):
+        s[C].double_buffer()
+    assert "double_buffer" not in str(s)
