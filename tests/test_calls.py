@@ -618,3 +618,69 @@ def test_zero_dimensional_input_takes_a_0d_array_or_numpy_scalar():
     g = sl.Func("g", shape=())
     g[()] = S[()] + 1
     assert sl.compile(g)(s=np.float32(1)) == 2
+
+
+class BFloat16DLPack:
+    """A CPU bfloat16 tensor offered only through ``__dlpack__`` (a legacy ``dltensor``
+    capsule), built by hand: numpy itself cannot export or import bfloat16."""
+
+    def __init__(self, bits, shape=None, strides=None):
+        import ctypes
+
+        from schedlang.targets.kernel import _DELETER, _DLManagedTensor
+        self.bits, self.deleted = bits, []
+        self._shape = (ctypes.c_int64 * bits.ndim)(*(shape or bits.shape))
+        self._strides = None if strides is None else (ctypes.c_int64 * bits.ndim)(*strides)
+        self._deleter = _DELETER(lambda m: self.deleted.append(True))
+        m = _DLManagedTensor()
+        t = m.dl_tensor
+        t.data, t.device_type, t.ndim = bits.ctypes.data, 1, bits.ndim
+        t.code, t.bits, t.lanes = 4, 16, 1
+        t.shape = self._shape
+        if self._strides is not None:
+            t.strides = self._strides
+        m.deleter = ctypes.cast(self._deleter, ctypes.c_void_p)
+        self._managed = m
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p,
+                                                       ctypes.c_void_p]
+        self._new = lambda: new(ctypes.addressof(m), b"dltensor", None)
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._new()
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def _bf16_bits(values):
+    return (np.asarray(values, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def test_a_bfloat16_tensor_is_read_through_dlpack():
+    import gc
+    A = sl.Input("A", sl.bfloat16, ("N",))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = sl.cast(sl.float32, A[x]) * 2
+    kern = sl.compile(f)
+    t = BFloat16DLPack(_bf16_bits([1.5, 2.0, -3.25, 0.0]))
+    np.testing.assert_array_equal(kern(A=t), [3.0, 4.0, -6.5, 0.0])
+    gc.collect()
+    assert t.deleted == [True]            # the consumed tensor was handed back
+    # strides count elements, as DLPack says: every other value of six
+    every_other = BFloat16DLPack(_bf16_bits([1, 9, 2, 9, 3, 9]), shape=(3,), strides=(2,))
+    np.testing.assert_array_equal(kern(A=every_other), [2.0, 4.0, 6.0])
+    with pytest.raises(sl.ArgumentError, match=r"input A: expected dtype bfloat16.*"
+                       r"\(f\.view\(np\.uint32\) >> 16\)"):
+        kern(A=np.ones(3, np.float32))
+
+
+def test_a_torch_bfloat16_tensor_is_accepted():
+    torch = pytest.importorskip("torch")
+    A = sl.Input("A", sl.bfloat16, ("N",))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = sl.cast(sl.float32, A[x]) + 1
+    got = sl.compile(f)(A=torch.tensor([1.5, -2.0, 256.0], dtype=torch.bfloat16))
+    np.testing.assert_array_equal(got, [2.5, -1.0, 257.0])

@@ -53,6 +53,69 @@ def default_threads():
     return os.cpu_count() or 1
 
 
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object,
+                                                                         ctypes.c_char_p]
+_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid.restype, _capsule_is_valid.argtypes = ctypes.c_int, [ctypes.py_object,
+                                                                       ctypes.c_char_p]
+_capsule_rename = ctypes.pythonapi.PyCapsule_SetName
+_capsule_rename.restype, _capsule_rename.argtypes = ctypes.c_int, [ctypes.py_object,
+                                                                   ctypes.c_char_p]
+
+
+class _DLPackBits:
+    """Owns a consumed DLPack tensor (calls its deleter when the last view goes) and shows
+    its memory to numpy as unsigned integers of the element's width."""
+
+    def __init__(self, managed, t):
+        self._managed = managed
+        shape = tuple(t.shape[d] for d in range(t.ndim))
+        size = t.bits // 8
+        strides = None if not t.strides else tuple(t.strides[d] * size for d in range(t.ndim))
+        self.__array_interface__ = {"data": (t.data + t.byte_offset, False), "version": 3,
+                                    "typestr": f"<u{size}", "shape": shape, "strides": strides}
+
+    def __del__(self):
+        m = self._managed
+        if m is not None and m.contents.deleter:
+            _DELETER(m.contents.deleter)(m)
+        self._managed = None
+
+
+def dlpack_bfloat16_bits(x):
+    """The raw uint16 bits of a CPU bfloat16 tensor read through ``__dlpack__`` (numpy's
+    ``from_dlpack`` has no bfloat16), as a numpy array sharing its memory; None for any
+    other tensor. Example: ``dlpack_bfloat16_bits(torch.ones(4, dtype=torch.bfloat16))``."""
+    try:
+        capsule = x.__dlpack__()
+    except Exception:   # noqa: BLE001 - any producer failure means "not readable here"
+        return None
+    if not _capsule_is_valid(capsule, b"dltensor"):
+        return None
+    managed = ctypes.cast(_capsule_pointer(capsule, b"dltensor"),
+                          ctypes.POINTER(_DLManagedTensor))
+    t = managed.contents.dl_tensor
+    if not (t.device_type == 1 and t.code == 4 and t.bits == 16 and t.lanes == 1):
+        return None     # the capsule is not consumed: its own destructor frees it
+    _capsule_rename(capsule, b"used_dltensor")
+    return np.asarray(_DLPackBits(managed, t))
+
+
 def as_array(name, x):
     """A numpy view of an array-like (numpy, ``__dlpack__``, ``__array_interface__``)."""
     if isinstance(x, np.ndarray):
@@ -61,6 +124,10 @@ def as_array(name, x):
         try:
             return np.from_dlpack(x)
         except (TypeError, RuntimeError, BufferError) as e:
+            # numpy has no bfloat16: read such a tensor's bits ourselves
+            bits = dlpack_bfloat16_bits(x)
+            if bits is not None:
+                return bits
             raise ArgumentError(f"argument {name}: cannot read it through __dlpack__ ({e}); pass a "
                                 "CPU array") from None
     if hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
@@ -185,7 +252,13 @@ class Kernel:
         if a.dtype != want:
             raise ArgumentError(f"{role} {buf.name}: expected dtype {dt.name}"
                                 + (" (as uint16 bits)" if dt.name == "bfloat16" else "")
-                                + f", got {a.dtype}; convert it with .astype(np.{want.name})")
+                                + f", got {a.dtype}; " + (
+                                    "pass a bfloat16 tensor (e.g. torch's), or the bits as "
+                                    "uint16: from float32 values f, "
+                                    "(f.view(np.uint32) >> 16).astype(np.uint16) truncates "
+                                    "them to bfloat16"
+                                    if dt.name == "bfloat16" else
+                                    f"convert it with .astype(np.{want.name})"))
         if a.ndim != len(buf.shape):
             raise ArgumentError(f"{role} {buf.name}: expected {len(buf.shape)} dimensions, got "
                                 f"{a.ndim} (shape {a.shape})")
