@@ -204,6 +204,14 @@ class Tensor:
             self._pipeline = (out, default_schedule(self, out))
         return self._pipeline
 
+    def pipeline(self):
+        """``(output Func, Schedule)``: what ``sl.compile(tensor)`` compiles, to schedule by
+        hand. The Schedule is a copy of the frontend's default one; ``sl.Schedule(tensor)``
+        gives an unscheduled one instead. Either compiles with ``sl.compile(tensor, s)``.
+        Example: ``f, s = y.pipeline(); s[f].unroll(f.args[-1], 2); sl.compile(y, s)``."""
+        out, default = self.__schedlang_pipeline__()
+        return out, default.copy()
+
     def _output_func(self):
         if self.func is not None and self.func.shape is not None and \
                 len(self.func.shape) == self.ndim:

@@ -32,7 +32,10 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
         outputs, default = lowerable()
     if isinstance(outputs, Func):
         outputs = [outputs]
-    outputs = list(outputs)
+    # several frontend Tensors: their output Funcs, in one kernel (each Tensor's own default
+    # schedule is for it alone, so these start from sl.Schedule's default)
+    outputs = [o.__schedlang_pipeline__()[0] if hasattr(o, "__schedlang_pipeline__") else o
+               for o in outputs]
     for o in outputs:
         if not isinstance(o, Func):
             raise CompileError(f"sl.compile needs the output Func(s), got {o!r}")

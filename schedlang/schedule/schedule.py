@@ -102,6 +102,9 @@ class Schedule:
             outputs = tuple(outputs[0])
         if not outputs:
             raise ScheduleError("Schedule(...) needs the output Func(s) of the pipeline")
+        # a frontend Tensor stands for its output Func (unscheduled here)
+        outputs = tuple(o.__schedlang_pipeline__()[0] if hasattr(o, "__schedlang_pipeline__")
+                        else o for o in outputs)
         for o in outputs:
             if not isinstance(o, Func):
                 raise ScheduleError(f"Schedule(...): {o!r} is not a Func; pass the output Func")

@@ -41,11 +41,23 @@ def test_compile_with_named_inputs():
 def test_compile_with_an_explicit_schedule():
     x = Tensor.input("x", (16, 32))
     y = (x * 2).sum(-1)
-    out_func, default = y.__schedlang_pipeline__()
-    s = sl.Schedule(out_func)
-    kern = sl.compile(y, s)
     xa = rng.standard_normal((16, 32)).astype(np.float32)
+    # an unscheduled Schedule of the Tensor, scheduled by hand
+    s = sl.Schedule(y)
+    f = s.outputs[0]
+    assert f is y.pipeline()[0]
+    s[f].split(f.args[0], 4, names=("io", "ii"))
+    s[f].parallel("io")
+    kern = sl.compile(y, s)
+    assert "parallel for" in kern.loop_ir
     np.testing.assert_allclose(kern(x=xa), (xa * 2).sum(-1), rtol=1e-5, atol=1e-5)
+    # the default schedule, as a copy to change
+    f, s = y.pipeline()
+    before = str(y.pipeline()[1])
+    s[f].unroll("i0.o", 2)
+    assert str(y.pipeline()[1]) == before       # the Tensor's own default is untouched
+    np.testing.assert_allclose(sl.compile(y, s)(x=xa), (xa * 2).sum(-1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(sl.compile(f, s)(x=xa), (xa * 2).sum(-1), rtol=1e-5, atol=1e-5)
 
 
 def test_input_without_data_cannot_run_eagerly():
@@ -277,3 +289,15 @@ def test_a_large_reduction_to_one_value_runs_in_parallel_pieces(shape, op):
 def test_a_small_reduction_to_one_value_stays_on_one_thread():
     kern = sl.compile(Tensor.input("x", (5000,)).sum())
     assert "parallel" not in kern.loop_ir
+
+
+def test_several_tensors_compile_into_one_kernel():
+    x = Tensor.input("x", (4, 8))
+    a, b = (x * 2).relu(), x.sum(-1)
+    kern = sl.compile([a, b])
+    xa = rng.standard_normal((4, 8)).astype(np.float32)
+    got_a, got_b = kern(x=xa)
+    np.testing.assert_allclose(got_a, np.maximum(xa * 2, 0))
+    np.testing.assert_allclose(got_b, xa.sum(-1), rtol=1e-5, atol=1e-5)
+    s = sl.Schedule(a, b)
+    assert s.outputs == [a.pipeline()[0], b.pipeline()[0]]
