@@ -12,11 +12,14 @@ Example: ``stmt = tensorize(stmt, ctx)``.
 """
 from __future__ import annotations
 
+import sympy
+
 from ..algo import expr as E
 from ..errors import ScheduleError
 from ..intrinsics import lookup
 from . import ir
 from .simplify import difference, linear, simplify
+from .symbolic import to_sympy
 
 
 def tensorize(stmt, ctx):
@@ -184,9 +187,21 @@ class _Match:
             if isinstance(term, E.Var) and term.name == loop.var:
                 step += coeff
             elif loop.var in E.expr_vars(term):
-                self.fail(f"the index of {buffer} (operand {role}) is not affine in the loop "
-                          f"{self.user(loop.var)}")
+                self.fail(self._not_constant_step(index, loop, role, buffer))
         return step
+
+    def _not_constant_step(self, index, loop, role, buffer):
+        where = f"the index of {buffer} (operand {role})"
+        s = to_sympy(index)
+        v = sympy.Symbol(loop.var, integer=True)
+        step = None if s is None else sympy.expand(s.subs(v, v + 1) - s)
+        if step is None or v in step.free_symbols:
+            return f"{where} is not affine in the loop {self.user(loop.var)}"
+        return (f"{where} steps by {step} along the loop {self.user(loop.var)}, "
+                f"a size known only at run time; {self.intr.name} needs a constant step. Copy "
+                f"{buffer} into a Func laid out for the instruction (for a matrix product, "
+                f"packed[ko, j, ki] = {buffer}[{self.intr.depth} * ko + ki, j]) and read that, "
+                "or give the size a constant")
 
 
 def _match(pattern, e, sem, found):

@@ -213,6 +213,27 @@ def test_non_affine_operand_index():
         sl.lower(C, s)
 
 
+def test_an_operand_stepping_by_a_runtime_size_is_told_to_pack():
+    # B[4*r.x + r.y, j] with a symbolic N steps by N along r.y: affine, but not constant
+    A = sl.Input("A", sl.uint8, ("M", "K"))
+    B = sl.Input("B", sl.int8, ("K", "N"))
+    i, j = sl.vars("i j")
+    r = sl.RDom(A.shape[1] // 4, 4, name="r")
+    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
+    C[i, j] = sl.sum(sl.cast(sl.int32, A[i, 4 * r.x + r.y]) * sl.cast(sl.int32, B[4 * r.x + r.y, j]))
+    s = sl.Schedule(C)
+    s.assume(B.shape[1] % 16 == 0)
+    s.assume(A.shape[1] % 4 == 0)
+    _, ji = s[C].split(j, 16)
+    s[C].reorder(i, "j.o", "r.x", ji, "r.y")
+    s[C].tensorize(ji, vpdpbusd)
+    with pytest.raises(sl.ScheduleError, match=r"tensorize\(j.i, vpdpbusd\) on C: the index of B "
+                       r"\(operand b\) steps by N along the loop r.y, a size known only at run "
+                       r"time; vpdpbusd needs a constant step.*packed\[ko, j, ki\] = "
+                       r"B\[4 \* ko \+ ki, j\]"):
+        sl.lower(C, s)
+
+
 @needs_vnni
 def test_tensorize_directly_on_the_output_and_a_tail_guard():
     M, N, K = 5, 32, 16
