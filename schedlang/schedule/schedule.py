@@ -67,6 +67,11 @@ class Directive:
         return self.to_python(set())
 
 
+class InputDirectiveError(ScheduleError, AttributeError):
+    """A loop directive asked of an Input's schedule. Also an AttributeError, so that
+    ``hasattr(s[A], "split")`` is False rather than an exception."""
+
+
 class InputSchedule:
     """``s[A]`` for an Input: only ``cache_read`` and ``compute_at`` of the staged copy."""
 
@@ -89,8 +94,8 @@ class InputSchedule:
     def __getattr__(self, attr):
         if attr.startswith("_"):
             raise AttributeError(attr)
-        raise ScheduleError(f"{attr} on {self.name}: {self.name} is an Input; only cache_read "
-                            "and compute_at (of the staged copy) apply to it")
+        raise InputDirectiveError(f"{attr} on {self.name}: {self.name} is an Input; only "
+                                  "cache_read and compute_at (of the staged copy) apply to it")
 
 
 class Schedule:

@@ -687,3 +687,15 @@ def test_rejected_directive_is_not_recorded_and_schedule_still_compiles():
 def test_errors_are_schedlang_errors():
     for cls in (sl.ScheduleError, sl.CompileError, sl.AlgorithmError, sl.ArgumentError):
         assert issubclass(cls, sl.SchedlangError)
+
+
+def test_loop_directives_on_an_input_are_refused_and_hasattr_is_false():
+    A = sl.Input("A", sl.float32, (8,))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(8,))
+    f[x] = A[x] * 2
+    s = sl.Schedule(f)
+    with pytest.raises(sl.ScheduleError, match=r"split on A: A is an Input; only cache_read and "
+                                               r"compute_at \(of the staged copy\) apply"):
+        s[A].split(x, 2)
+    assert not hasattr(s[A], "vectorize") and hasattr(s[A], "cache_read")
