@@ -21,7 +21,21 @@ from ..algo import expr as E
 from ..algo import types as T
 from ..algo.types import DType
 from . import llvm_runtime as RT
-from .llvm_types import F32, I32, _const_int, _is_f32_or_f64, _mangle, reg_type
+from .llvm_types import F32, F64, I32, _const_int, _is_f32_or_f64, _mangle, reg_type
+
+
+# erf(x) ~ x * P(x**2) / Q(x**2) on [-4, 4] (the float coefficients Eigen uses), highest
+# power first
+ERF_NUMERATOR = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+                 -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+                 -1.60960333262415e-02)
+ERF_DENOMINATOR = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+                   -7.37332916720468e-03, -1.42647390514189e-02)
+# tanh(x) = x * T(x**2): the Taylor coefficients of x, x**3, ..., x**21, highest first
+TANH_TAYLOR = (9.691537956929451e-05, -0.00023912911424355248, 0.000590027440945586,
+               -0.0014558343870513183, 0.003592128036572481, -0.008863235529902197,
+               0.021869488536155203, -0.05396825396825397, 0.13333333333333333,
+               -0.3333333333333333, 1.0)
 
 
 def _element(ty):
@@ -320,9 +334,13 @@ class ArithmeticCodegen:
         return self._from_f32(out, dt) if narrow else out
 
     def _math(self, name, args):
-        if name == "exp" and _element(args[0].type) == F32 and isinstance(args[0].type,
-                                                                        ir.VectorType):
+        f32_vector = _element(args[0].type) == F32 and isinstance(args[0].type, ir.VectorType)
+        if name == "exp" and f32_vector:
             return self._vector_expf(args[0])
+        if name == "erf" and f32_vector:
+            return self._vector_erff(args[0])
+        if name == "tanh" and f32_vector:
+            return self._vector_tanhf(args[0])
         if name == "rsqrt":
             s = self._math1("sqrt", args[0])
             return self.b.fdiv(self._const_like(s.type, 1.0), s)
@@ -377,6 +395,45 @@ class ArithmeticCodegen:
         # below ln(2**-150) the result rounds to 0 (the clamp alone would give 2**-149)
         out = b.select(b.fcmp_ordered("<", x, c(-103.972077)), c(0.0), out)
         return b.select(b.fcmp_unordered("uno", x, x), x, out)
+
+    def _horner(self, x, coeffs):
+        """``coeffs[0] * x**(n-1) + ... + coeffs[-1]`` with fused multiply-adds."""
+        ty = x.type
+        fmuladd = self._intrinsic(f"llvm.fmuladd.{_mangle(ty)}", ty, [ty] * 3)
+        p = self._const_like(ty, coeffs[0])
+        for c in coeffs[1:]:
+            p = self.b.call(fmuladd, [p, x, self._const_like(ty, c)])
+        return p
+
+    def _vector_erff(self, x):
+        """erf of a float32 vector without a libm call per lane: an odd / even rational
+        approximation on [-4, 4] (erf is +-1 in float32 beyond), evaluated in float64 so
+        that its alternating terms do not cancel away float32 digits: within 2 ulp."""
+        b = self.b
+        dty = ir.VectorType(F64, x.type.count)
+        d = b.fpext(x, dty)
+        c = (lambda v: self._const_like(dty, v))
+        d = b.select(b.fcmp_ordered(">", d, c(4.0)), c(4.0), d)
+        d = b.select(b.fcmp_ordered("<", d, c(-4.0)), c(-4.0), d)
+        d2 = b.fmul(d, d)
+        p = b.fmul(d, self._horner(d2, ERF_NUMERATOR))
+        q = self._horner(d2, ERF_DENOMINATOR)
+        return b.fptrunc(b.fdiv(p, q), x.type)
+
+    def _vector_tanhf(self, x):
+        """tanh of a float32 vector without a libm call per lane: below |x| = 0.625 its
+        Taylor series to x**21 in float64, above it 1 - 2 / (exp(2|x|) + 1) with the
+        vector exp, the sign put back. Within 1.5 ulp; +-inf give +-1, NaN stays NaN."""
+        b, ty = self.b, x.type
+        dty = ir.VectorType(F64, ty.count)
+        d = b.fpext(x, dty)
+        small = b.fptrunc(b.fmul(d, self._horner(b.fmul(d, d), TANH_TAYLOR)), ty)
+        c = (lambda v: self._const_like(ty, v))
+        ax = self._math1("abs", x)
+        e = self._vector_expf(b.fmul(ax, c(2.0)))
+        big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(e, c(1.0))))
+        big = b.select(b.fcmp_ordered("<", x, c(0.0)), b.fneg(big), big)
+        return b.select(b.fcmp_ordered("<", ax, c(0.625)), small, big)
 
     def _x86_scalef(self, ty):
         """The AVX-512 ``vscalefps`` intrinsic for 16 float32 lanes when the target has the
