@@ -20,6 +20,7 @@ import itertools
 import numpy as np
 
 import schedlang as sl
+from schedlang.algo import expr as E
 from schedlang.algo import types as T
 from schedlang.autotune.integration import choose_schedule, tuning_state
 from schedlang.targets.kernel import default_threads
@@ -396,13 +397,46 @@ FAST_SCHEDULES = {"matmul": "matmul_schedule:gemm_schedule",
                   "min": "reduction_schedule:reduction_schedule"}
 
 
+TRANSPOSE_TILE = 16     # a tile of a transposing read: 16 x 16 floats, one line per row
+
+
+def _transposed_dim(f):
+    """The dimension of ``f`` that some read of an Input or stored Func takes its last
+    (contiguous) index from while ``f``'s own last dimension indexes it elsewhere: a
+    transpose (``x.T + 1``, NCHW read as NHWC). None when every read follows ``f``."""
+    args = [a.name for a in f.args]
+    inner, found = args[-1], []
+
+    def visit(n):
+        if isinstance(n, E.FuncRef) and n.args:
+            last = E.expr_vars(n.args[-1])
+            if inner not in last and any(inner in E.expr_vars(a) for a in n.args[:-1]):
+                found.extend(a for a in args[:-1] if a in last)
+    E.walk_expr(f.definitions[0].value, visit)
+    return found[-1] if found else None
+
+
 def loop_schedule(s, f):
-    """Parallel outermost loop of extent > 1 / vectorized innermost pure loop of Func ``f``."""
+    """Parallel outermost loop of extent > 1 / vectorized innermost pure loop of Func ``f``.
+    A Func that reads something transposed runs in 16 x 16 tiles of the two dimensions
+    involved, so that each cache line read is used whole, not once per output row."""
     shape = [int(x.value) for x in f.shape] if f.shape is not None else None
     args = list(f.args)
     if not args or shape is None:
         return
     stage = s[f]
+    names = [a.name for a in args]
+    other = _transposed_dim(f) if len(args) > 1 else None
+    t = TRANSPOSE_TILE
+    if other is not None and shape[-1] >= t and shape[names.index(other)] >= t:
+        oo, oi = stage.split(other, t)
+        io, ii = stage.split(names[-1], t)
+        # tiles of the read's rows outermost: its 16 rows stream in order while each write
+        # is one whole line of the output
+        stage.reorder(io, oo, oi, ii).vectorize(ii)
+        outer = next((d for d, n in enumerate(shape[:-1]) if n > 1), None)
+        stage.parallel(io if names[outer] == other else args[outer])
+        return
     if shape[-1] >= VECTOR_WIDTH:
         stage.vectorize(args[-1], VECTOR_WIDTH)
     outer = next((d for d, n in enumerate(shape[:-1]) if n > 1), None)

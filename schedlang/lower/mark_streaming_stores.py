@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..algo import expr as E
 from ..algo import types as T
 from . import ir
-from .simplify import const_value, simplify
+from .simplify import const_value, difference, simplify
 
 # Outputs smaller than this stay in the caches, where a following kernel finds them.
 STREAMING_MIN_BYTES = 8 << 20
@@ -51,12 +51,52 @@ def mark_streaming_stores(stmt, ctx):
     if not when:
         return stmt
 
-    def mark(s):
-        if (isinstance(s, ir.Store) and s.buffer in when and _dense(s.index)
-                and s.index.lanes * s.value.dtype.bytes >= _MIN_STORE_BYTES):
-            return s.replace(streaming=when[s.buffer])
-        return None
-    return ir.map_stmt(stmt, mark)
+    def mark(s, loop, lets):
+        if isinstance(s, ir.Store):
+            if (s.buffer in when and _dense(s.index)
+                    and s.index.lanes * s.value.dtype.bytes >= _MIN_STORE_BYTES
+                    and _sequential(s.index, loop, lets)):
+                return s.replace(streaming=when[s.buffer])
+            return s
+        if isinstance(s, ir.Block):
+            return ir.make_block([mark(c, loop, lets) for c in s.stmts])
+        if isinstance(s, ir.For):
+            loop = s
+        elif isinstance(s, ir.LetStmt):
+            lets = {**lets, s.var: s.value}
+        return s.replace(**{f: mark(getattr(s, f), loop, lets) for f in s.children
+                            if getattr(s, f) is not None})
+    return mark(stmt, None, {})
+
+
+def _sequential(index, loop, lets):
+    """Does the store walk memory in order along its innermost loop: the next iteration
+    stores the next vector (or the same one)? A store that jumps (a transpose writing one
+    vector per output row) would leave every line it starts half assembled in the
+    write-combining buffers, which is far slower than a cached store."""
+    if loop is None:
+        return True
+    base = index.base
+    for _ in range(8):      # the loop's variable may reach the index through lets
+        names = ir.expr_vars(base) & set(lets)
+        if not names:
+            break
+        base = E.substitute(base, {n: lets[n] for n in names})
+    # a shifted tail (min(x.o * 16, W - 16)) moves only the last vector back: step as if
+    # unclamped
+    base = E.map_expr(base, lambda n: _unclamped(n))
+    v = E.Var(loop.var, loop.min.dtype)
+    step = difference(simplify(E.substitute(base, {loop.var: v + 1})), simplify(base))
+    return step in (0, index.lanes)
+
+
+def _unclamped(n):
+    if isinstance(n, E.BinOp) and n.op in ("min", "max"):
+        if isinstance(n.b, E.Const):
+            return E.map_expr(n.a, _unclamped)
+        if isinstance(n.a, E.Const):
+            return E.map_expr(n.b, _unclamped)
+    return None
 
 
 def _dense(index):

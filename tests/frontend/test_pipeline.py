@@ -301,3 +301,15 @@ def test_several_tensors_compile_into_one_kernel():
     np.testing.assert_allclose(got_b, xa.sum(-1), rtol=1e-5, atol=1e-5)
     s = sl.Schedule(a, b)
     assert s.outputs == [a.pipeline()[0], b.pipeline()[0]]
+
+
+@pytest.mark.parametrize("shape, perm", [((64, 48), (1, 0)), ((2, 32, 5, 40), (0, 2, 3, 1)),
+                                         ((40, 24), (1, 0))])
+def test_a_transposing_read_runs_in_tiles(shape, perm):
+    # the output's last dim indexes the read's rows: 16 x 16 tiles, each line read whole
+    x = Tensor.input("x", shape)
+    kern = sl.compile(x.permute(*perm) * 2 + 1)
+    loops = re.findall(r"for (\S+) in \[0, (\d+)\)", kern.loop_ir)
+    assert sum(1 for _, n in loops if n == "16") >= 1 and "ramp(" in kern.loop_ir
+    a = rng.standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(kern(x=a), np.transpose(a, perm) * 2 + 1)

@@ -122,3 +122,22 @@ def test_bench_softmax_output_streams():
     from bench.workloads import Softmax
     out, s = Softmax((4096, 4096)).algorithm()
     assert str(sl.lower(out, s)).count("# streaming when true") == 1
+
+
+def test_a_store_that_jumps_between_rows_is_not_streamed(small_threshold):
+    # a tiled transpose stores one vector per output row: streaming would leave each line
+    # half written in the write-combining buffers; the row-order copy still streams
+    X = sl.Input("X", sl.float32, (256, 256))
+    i, j = sl.vars("i j")
+    t = sl.Func("t", shape=(256, 256))
+    t[i, j] = X[j, i] + 1
+    s = sl.Schedule(t)
+    io, ii = s[t].split(i, 16)
+    jo, ji = s[t].split(j, 16)
+    s[t].reorder(jo, io, ii, ji).vectorize(ji).parallel(jo)
+    assert [st.streaming for st in _stores(lower_pipeline(s, "llvm")[0])] == [None]
+    x = np.random.default_rng(4).standard_normal((256, 256), dtype=np.float32)
+    np.testing.assert_array_equal(sl.compile(t, s)(X=x), x.T + 1)
+    s = sl.Schedule(t)
+    s[t].vectorize(j, 16)
+    assert [st.streaming is not None for st in _stores(lower_pipeline(s, "llvm")[0])] == [True]
