@@ -31,6 +31,10 @@ ERF_NUMERATOR = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e
                  -1.60960333262415e-02)
 ERF_DENOMINATOR = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
                    -7.37332916720468e-03, -1.42647390514189e-02)
+# log(1 + f) = f - f**2 / 2 + f**3 * P(f) on [sqrt(1/2) - 1, sqrt(2) - 1] (Cephes' logf)
+LOG_POLYNOMIAL = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+                  1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+                  3.3333331174e-1)
 # tanh(x) = x * T(x**2): the Taylor coefficients of x, x**3, ..., x**21, highest first
 TANH_TAYLOR = (9.691537956929451e-05, -0.00023912911424355248, 0.000590027440945586,
                -0.0014558343870513183, 0.003592128036572481, -0.008863235529902197,
@@ -341,6 +345,8 @@ class ArithmeticCodegen:
             return self._vector_erff(args[0])
         if name == "tanh" and f32_vector:
             return self._vector_tanhf(args[0])
+        if name == "log" and f32_vector:
+            return self._vector_logf(args[0])
         if name == "rsqrt":
             s = self._math1("sqrt", args[0])
             return self.b.fdiv(self._const_like(s.type, 1.0), s)
@@ -434,6 +440,37 @@ class ArithmeticCodegen:
         big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(e, c(1.0))))
         big = b.select(b.fcmp_ordered("<", x, c(0.0)), b.fneg(big), big)
         return b.select(b.fcmp_ordered("<", ax, c(0.625)), small, big)
+
+    def _vector_logf(self, x):
+        """log of a float32 vector without a libm call per lane (Cephes' logf): x = m * 2**e
+        with m in [sqrt(1/2), sqrt(2)), log(m) = f - f**2/2 + f**3 P(f) for f = m - 1, and
+        e * ln 2 added in two parts. Within 1 ulp; subnormals are scaled up first; 0 gives
+        -inf, inf gives inf, a negative number or NaN gives NaN."""
+        b, ty = self.b, x.type
+        ity = ir.VectorType(I32, ty.count)
+        c = (lambda v: self._const_like(ty, v))
+        ic = (lambda v: ir.Constant(ity, [v] * ty.count))
+        tiny = b.fcmp_ordered("<", x, c(1.1754943508222875e-38))
+        xs = b.select(tiny, b.fmul(x, c(8388608.0)), x)          # * 2**23
+        bits = b.bitcast(xs, ity)
+        e = b.sub(b.and_(b.lshr(bits, ic(23)), ic(0xff)), ic(127))
+        e = b.select(tiny, b.sub(e, ic(23)), e)
+        m = b.bitcast(b.or_(b.and_(bits, ic(0x007fffff)), ic(0x3f800000)), ty)
+        big = b.fcmp_ordered(">", m, c(1.41421356))
+        m = b.select(big, b.fmul(m, c(0.5)), m)
+        e = b.select(big, b.add(e, ic(1)), e)
+        f = b.fsub(m, c(1.0))
+        z = b.fmul(f, f)
+        ty3 = [ty] * 3
+        fmuladd = self._intrinsic(f"llvm.fmuladd.{_mangle(ty)}", ty, ty3)
+        y = b.fmul(b.fmul(self._horner(f, LOG_POLYNOMIAL), f), z)
+        ef = b.sitofp(e, ty)
+        y = b.call(fmuladd, [ef, c(-2.12194440e-4), y])
+        y = b.call(fmuladd, [z, c(-0.5), y])
+        r = b.call(fmuladd, [ef, c(0.693359375), b.fadd(f, y)])
+        r = b.select(b.fcmp_ordered("==", x, c(float("inf"))), x, r)
+        r = b.select(b.fcmp_ordered("==", x, c(0.0)), c(float("-inf")), r)
+        return b.select(b.fcmp_unordered("<", x, c(0.0)), c(float("nan")), r)
 
     def _x86_scalef(self, ty):
         """The AVX-512 ``vscalefps`` intrinsic for 16 float32 lanes when the target has the
