@@ -16,7 +16,7 @@ import time
 from .algo import expr as E
 from .algo.func import Func, definition_exprs
 from .deep_recursion import deep_recursion
-from .errors import AlgorithmError, CompileError, ScheduleError
+from .errors import AlgorithmError, CompileError, SchedlangError, ScheduleError
 from .lower import ir
 from .lower.lower import lower_pipeline
 from .schedule.schedule import Schedule
@@ -32,10 +32,13 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
         outputs, default = lowerable()
     if isinstance(outputs, Func):
         outputs = [outputs]
-    # several frontend Tensors: their output Funcs, in one kernel (each Tensor's own default
-    # schedule is for it alone, so these start from sl.Schedule's default)
-    outputs = [o.__schedlang_pipeline__()[0] if hasattr(o, "__schedlang_pipeline__") else o
-               for o in outputs]
+    # several frontend Tensors: their output Funcs in one kernel, scheduled by each one's
+    # own default schedule in turn
+    pipelines = [o.__schedlang_pipeline__() if hasattr(o, "__schedlang_pipeline__") else None
+                 for o in outputs]
+    outputs = [p[0] if p is not None else o for p, o in zip(pipelines, outputs)]
+    if default is None and any(p is not None for p in pipelines):
+        default = _merged_defaults(outputs, [p[1] for p in pipelines if p is not None])
     for o in outputs:
         if not isinstance(o, Func):
             raise CompileError(f"sl.compile needs the output Func(s), got {o!r}")
@@ -55,6 +58,30 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
                            f"{', '.join(o.name for o in outputs)}; build it with "
                            f"sl.Schedule({', '.join(o.name for o in outputs)})")
     return outputs, schedule
+
+
+def _merged_defaults(outputs, schedules):
+    """One Schedule of ``outputs`` that replays each of ``schedules`` (defaults made for one
+    output each) whose Funcs no earlier one scheduled; a default that would place a Func
+    another one already placed (a shared intermediate) is left out. Returns None when the
+    result does not lower; the caller then uses ``sl.Schedule``'s default."""
+    if any(not isinstance(o, Func) for o in outputs):
+        return None
+    merged, taken = Schedule(*outputs), set()
+    funcs = {f.name for f in merged.funcs}
+    for s in schedules:
+        # the Funcs (not Inputs, not loops) this default places or reads its loops from
+        touched = {n for d in s.trace for n in [d.func, *d.args] if n in funcs}
+        if touched & taken:
+            continue
+        for d in s.trace:
+            merged.apply(d)
+        taken |= touched
+    try:
+        lower_pipeline(merged, "llvm")
+    except SchedlangError:
+        return None
+    return merged
 
 
 def check_target(target):

@@ -302,10 +302,24 @@ def double_buffered(ctx, stmt, f, loop, region, memory):
 
 
 def schedule_functions(stmt, ctx):
-    """Build the whole pipeline statement (``stmt`` is ignored: this pass starts it)."""
+    """Build the whole pipeline statement (``stmt`` is ignored: this pass starts it).
+
+    The outputs' loop nests run one after another, producers first. Their top-level
+    statements are kept as a list of segments, so that a Func computed at root runs just
+    before the first segment that reads it, never before an output it reads itself (with
+    outputs C and D = C - max(C), the max must follow C's nest)."""
     outs = [f for f in ctx.order if ctx.is_output(f)]
-    stmt = ir.make_block([_output_nest(ctx, f) for f in outs])
+    segments = [_output_nest(ctx, f) for f in outs]
     for f in reversed(ctx.order):
-        if not ctx.is_output(f):
-            stmt = inject(ctx, stmt, f)
-    return stmt
+        if ctx.is_output(f):
+            continue
+        users = [k for k, seg in enumerate(segments) if count_calls(seg, f)]
+        if not users:
+            continue
+        first = users[0]
+        if ctx.schedule.func_schedule(f).compute[0] == "root" or len(users) > 1:
+            # a compute_at whose uses span segments fails in inject with its message
+            segments = segments[:first] + [inject(ctx, ir.make_block(segments[first:]), f)]
+        else:
+            segments[first] = inject(ctx, segments[first], f)
+    return ir.make_block(segments)

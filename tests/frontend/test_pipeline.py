@@ -313,3 +313,21 @@ def test_a_transposing_read_runs_in_tiles(shape, perm):
     assert sum(1 for _, n in loops if n == "16") >= 1 and "ramp(" in kern.loop_ir
     a = rng.standard_normal(shape).astype(np.float32)
     np.testing.assert_array_equal(kern(x=a), np.transpose(a, perm) * 2 + 1)
+
+
+def test_several_tensors_keep_their_default_schedules_unless_they_share_a_func():
+    a, b = Tensor.input("a", (64, 96)), Tensor.input("b", (96, 80))
+    y = a @ b
+    A = rng.standard_normal((64, 96)).astype(np.float32)
+    B = rng.standard_normal((96, 80)).astype(np.float32)
+    kern = sl.compile([y, a.sum()])
+    text = str(kern.schedule)
+    assert "cache_write" in text and "rfactor" in text      # the matmul's and the sum's
+    got_y, got_s = kern(a=A, b=B)
+    np.testing.assert_allclose(got_y, A @ B, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got_s, A.sum(dtype=np.float64), rtol=1e-5)
+    # the softmax reads the matmul's Func, which the matmul's default already placed
+    kern = sl.compile([y, y.softmax(-1)])
+    got_y, got_p = kern(a=A, b=B)
+    e = np.exp(A @ B - (A @ B).max(-1, keepdims=True))
+    np.testing.assert_allclose(got_p, e / e.sum(-1, keepdims=True), rtol=1e-4, atol=1e-6)

@@ -3,6 +3,8 @@
 Every schedule must reproduce the numpy reference; schedules never change results beyond
 floating-point reassociation.
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -872,3 +874,32 @@ def test_a_split_factor_far_past_the_extent_runs_only_the_live_iterations(size):
     kern = sl.compile(total, s)
     assert "min(" in kern.loop_ir or size == 10
     np.testing.assert_allclose(kern(A=a), [2 * a.sum()])
+
+
+@pytest.mark.parametrize("order", ["CD", "DC"])
+@pytest.mark.parametrize("place", ["root", "at"])
+def test_a_root_producer_that_reads_one_output_runs_after_that_output(order, place):
+    # outputs C and D = C - max(C, axis 1): the max is computed at root (or inside D's
+    # loop) and reads C, so C's loop nest must come first, whatever order they are given
+    A = sl.Input("A", sl.float32, (8, 5))
+    i, j = sl.vars("i j")
+    r = sl.RDom(5, name="r")
+    C = sl.Func("C", shape=(8, 5))
+    C[i, j] = A[i, j] * 2
+    m = sl.Func("m")
+    m[i] = sl.maximum(C[i, r])
+    D = sl.Func("D", shape=(8, 5))
+    D[i, j] = C[i, j] - m[i]
+    outs = [C, D] if order == "CD" else [D, C]
+    s = sl.Schedule(*outs)
+    if place == "at":
+        s[m].compute_at(D, i)
+    kern = sl.compile(outs, s)
+    a = np.random.default_rng(1).standard_normal((8, 5)).astype(np.float32)
+    want = {"C": a * 2, "D": a * 2 - (a * 2).max(1, keepdims=True)}
+    got = kern(A=a)
+    for f, g in zip(outs, got):
+        np.testing.assert_allclose(g, want[f.name], rtol=1e-6)
+    ir = kern.loop_ir
+    first_m_store = re.search(r"^\s*m\[", ir, re.M).start()
+    assert ir.index("for C.s0.i") < first_m_store < ir.index("D[")
