@@ -67,6 +67,16 @@ class Directive:
         return self.to_python(set())
 
 
+class _PipelineView:
+    """The Funcs, Inputs and definitions of a pipeline at one moment (what ``names`` walks)."""
+
+    def __init__(self, funcs, inputs, defs):
+        self.funcs, self.inputs, self._defs = funcs, inputs, defs
+
+    def definitions(self, f):
+        return self._defs[id(f)]
+
+
 class InputDirectiveError(ScheduleError, AttributeError):
     """A loop directive asked of an Input's schedule. Also an AttributeError, so that
     ``hasattr(s[A], "split")`` is False rather than an exception."""
@@ -128,6 +138,18 @@ class Schedule:
         for o in self.outputs:
             self._discover(o)
         self.user_funcs = {g.name for g in self.funcs + self.inputs if _bare_name_ok(g.name)}
+        # the algorithm as built, before any directive adds or rewrites a Func: its
+        # canonical names (for to_json / from_json) are found from this when first needed
+        self._unscheduled = _PipelineView(list(self.funcs), list(self.inputs),
+                                          {id(f): self.definitions(f) for f in self.funcs})
+        self._names = None
+
+    @property
+    def pipeline_names(self):
+        """The algorithm's Func, Input and RDom names in canonical order (``names``)."""
+        if self._names is None:
+            self._names = pipeline_names(self._unscheduled)
+        return self._names
 
     # ------------------------------------------------------------------ pipeline
     def _discover(self, f):
@@ -239,7 +261,7 @@ class Schedule:
         """The directives as JSON text; ``Schedule.from_json(text, C)`` replays them."""
         return json.dumps({"schedlang_schedule": 1,
                            "outputs": [o.name for o in self.outputs],
-                           "names": pipeline_names(Schedule(*self.outputs)),
+                           "names": self.pipeline_names,
                            "directives": [d.to_dict() for d in self.trace]})
 
     @classmethod
@@ -259,7 +281,7 @@ class Schedule:
             # a rebuild of the same algorithm may have given its unnamed Funcs and RDoms
             # other automatic names: replay by canonical position
             try:
-                data = rename_directives(data, stored, pipeline_names(s))
+                data = rename_directives(data, stored, s.pipeline_names)
             except ValueError as e:
                 raise ScheduleError(f"Schedule.from_json: {e}; it was written for another "
                                     "algorithm") from None
@@ -287,7 +309,12 @@ class Schedule:
 
     def copy(self):
         """A new Schedule of the same outputs with the same directives."""
-        return Schedule.from_json(self.to_json(), *self.outputs)
+        s = Schedule(*self.outputs)
+        s._names = self._names      # the same algorithm: nothing to rename
+        for d in self.trace:
+            s.apply(Directive(d.func, d.stage, d.op, json.loads(json.dumps(d.args)),
+                              json.loads(json.dumps(d.kwargs))))
+        return s
 
     # ------------------------------------------------------------------ facts
     def assume(self, cond):
