@@ -29,6 +29,7 @@ class AccessBoxes:
         # with track_facts, ``facts`` holds what is known on the current path (loop ranges,
         # let definitions, if conditions) for exact reasoning with z3
         self.track, self.facts = track_facts, []
+        self.lets = {}      # the let definitions in scope, for relational loop bounds
 
     def _fact(self, e):
         if self.track:
@@ -51,8 +52,8 @@ class AccessBoxes:
             self.expr(s.min, site)
             self.expr(s.extent, site)
             lo = bounds_of(s.min, sc)
-            hi = bounds_of(simplify(_i64(s.min) + _i64(s.extent) - 1), sc)
-            sc.push(s.var, Interval(lo.lo, hi.hi))
+            hi = self._loop_max(s, sc)
+            sc.push(s.var, Interval(lo.lo, hi))
             v = E.Var(s.var, s.min.dtype)
             n = self._fact(E.BinOp("ge", v, s.min)) + self._fact(
                 E.BinOp("lt", v, simplify(E.BinOp("add", s.min, s.extent))))
@@ -66,7 +67,13 @@ class AccessBoxes:
             sc.push(s.var, iv)
             n = self._fact(E.BinOp("eq", E.Var(s.var, s.value.dtype), s.value)) \
                 if s.value.dtype.is_int and s.value.dtype.lanes == 1 else 0
+            outer = self.lets.get(s.var)
+            self.lets[s.var] = s.value
             self.stmt(s.body, site)
+            if outer is None:
+                del self.lets[s.var]
+            else:
+                self.lets[s.var] = outer
             self._drop(n)
             sc.pop(s.var)
         elif isinstance(s, ir.IfThenElse):
@@ -94,6 +101,26 @@ class AccessBoxes:
                 self.expr(e, site)
             for f in s.children:
                 self.stmt(getattr(s, f), site)
+
+    def _loop_max(self, loop, sc):
+        """The largest value of ``loop``'s variable: the bound of ``min + extent - 1`` both as
+        written and with the lets that define min and extent substituted, whichever is
+        tighter. A region computed per tile is ``let m = x.o * 4; let e = min(x.o * 4 + 3,
+        12) - m + 1``: bounded apart, m + e - 1 reaches 12 + 4 - 1; together, 12."""
+        last = simplify(_i64(loop.min) + _i64(loop.extent) - 1)
+        hi = bounds_of(last, sc).hi
+        e = last
+        for _ in range(8):
+            names = ir.expr_vars(e) & set(self.lets)
+            if not names:
+                break
+            e = E.substitute(e, {n: self.lets[n] for n in names})
+        if e is last:
+            return hi
+        tight = bounds_of(simplify(e), sc).hi
+        if tight is None or hi is None:
+            return hi if tight is None else tight
+        return simplify(E.binary("min", hi, tight))
 
     def expr(self, e, site):
         def fn(n):

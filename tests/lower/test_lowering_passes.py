@@ -258,3 +258,36 @@ def test_a_guarded_fused_plane_is_dense_in_its_steady_part_and_tiled_in_its_tail
     assert "for g.s0.pt in [1, 3):" in ir_text
     assert ir_text.count("if ") == 1
     np.testing.assert_allclose(kern(**inputs), ref, rtol=1e-5)
+
+
+def test_a_producer_of_a_per_tile_region_under_a_guarded_split_is_bounded_exactly():
+    # C is computed per tile of a guarded split: min x.o*4, extent min(x.o*4+3, 12) -
+    # x.o*4 + 1. Bounded apart, the last tile reaches 12 + 4 - 1 = 15 and B (at root)
+    # would read A beyond its 13 values; min and extent are bounded together
+    A = sl.Input("A", sl.float32, (13,))
+    x = sl.Var("x")
+    B, Cf = sl.Func("B"), sl.Func("Cf")
+    B[x] = A[x] + 1
+    Cf[x] = B[x] * 2
+    f = sl.Func("f", shape=(13,))
+    f[x] = Cf[x]
+    s = sl.Schedule(f)
+    s[f].split(x, 4, tail="guard")
+    s[B].compute_root()
+    s[Cf].compute_at(f, "x.o")
+    a = np.arange(13, dtype=np.float32)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=a), (a + 1) * 2)
+    assert "allocate B[float32; 13]" in str(sl.lower(f, s))
+    # a staged producer read per column of rows split by 3 (10 rows: a ragged last tile)
+    A2 = sl.Input("A2", sl.float32, (10, 8))
+    y = sl.Var("y")
+    g = sl.Func("g")
+    g[y, x] = A2[y, x] * 2
+    C = sl.Func("C", shape=(10, 8))
+    C[y, x] = g[y, x] + 1
+    s = sl.Schedule(C)
+    gc = s[g].cache_read(C)
+    s[gc].compute_at(C, x)
+    s[C].split(y, 3, tail="guard")
+    a2 = np.random.default_rng(0).random((10, 8), dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(C, s)(A2=a2), a2 * 2 + 1, rtol=1e-6)
