@@ -136,6 +136,9 @@ def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     if wide is not None:
         # accumulate and divide wide, round once
         return EW.cast(mean(EW.cast(x, wide), axes, keepdims), x.dtype)
+    if x.dtype in (sl.int64, sl.uint64):
+        # a 64-bit sum could wrap; numpy averages integers in float64
+        return EW.div(sum(EW.cast(x, sl.float64), axes, keepdims), count)
     # sum() accumulates small integers in 64 bits (a uint8 mean must not wrap)
     return EW.div(sum(x, axes, keepdims), count)
 

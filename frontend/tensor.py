@@ -371,7 +371,7 @@ def default_schedule(t: Tensor, out):
         if id(f) in fast:
             import importlib
             module, fn = FAST_SCHEDULES[fast[id(f)]].split(":")
-            trial = sl.Schedule.from_json(s.to_json(), out)
+            trial = s.copy()
             try:
                 scheduled = getattr(importlib.import_module(f".{module}", __package__), fn)(
                     trial, f, f is out)

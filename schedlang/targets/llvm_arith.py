@@ -57,7 +57,8 @@ class ArithmeticCodegen:
         if op in ("and", "or"):
             a, b = self.expr(e.a), self.expr(e.b)
             return self.b.and_(a, b) if op == "and" else self.b.or_(a, b)
-        if dt.is_float and _is_f32_or_f64(dt) and op in ("add", "sub"):
+        if dt.is_float and _is_f32_or_f64(dt) and op in ("add", "sub") and \
+                e is getattr(self, "accumulation", None):
             fused = self._try_fmuladd(e)
             if fused is not None:
                 return fused
@@ -72,7 +73,10 @@ class ArithmeticCodegen:
         return self._int_binop(op, a, b, dt, e.b)
 
     def _try_fmuladd(self, e):
-        """``a*b + c`` (and the sub forms) as ``llvm.fmuladd``, so LLVM may fuse them."""
+        """``a*b + c`` (and the sub forms) as ``llvm.fmuladd``, so LLVM may fuse them. Only
+        for the value of an accumulating store (``acc = acc + a*b``, see ``stmt_Store``):
+        a sum's order is already the schedule's to choose, while fusing an elementwise
+        ``y - y`` with y = a*b would give the rounding error of a*b instead of numpy's 0."""
         def is_mul(x):
             return isinstance(x, E.BinOp) and x.op == "mul" and x.a.dtype == e.a.dtype
 
@@ -96,11 +100,11 @@ class ArithmeticCodegen:
     def _float_binop(self, op, a, b, dt):
         bld = self.b
         if op == "add":
-            return bld.fadd(a, b, flags=("contract",))
+            return bld.fadd(a, b)
         if op == "sub":
-            return bld.fsub(a, b, flags=("contract",))
+            return bld.fsub(a, b)
         if op == "mul":
-            return bld.fmul(a, b, flags=("contract",))
+            return bld.fmul(a, b)
         if op == "div":
             return bld.fdiv(a, b)
         if op == "floordiv":

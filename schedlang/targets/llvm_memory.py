@@ -38,11 +38,26 @@ def _split_uniform_offset(e):
 _LINE_BYTES = 64   # a cache line on every CPU target we compile for
 
 
+def _accumulates(s):
+    """Is ``s`` an accumulation, ``buf[i] = buf[i] + x`` (or ``-``): a reduction's update, in
+    memory or in a promoted register? Only there may ``x = a*b`` fuse with the add."""
+    v = s.value
+    if not (isinstance(v, E.BinOp) and v.op in ("add", "sub") and v.dtype.is_float):
+        return False
+    own = [x for x in (v.a, v.b) if isinstance(x, L.Load) and x.buffer == s.buffer
+           and E.same(x.index, s.index)]
+    return bool(own) and (v.op == "add" or v.a is own[0])
+
+
 class MemoryCodegen:
     def stmt_Store(self, s):
         ptr, _ = self._buffer(s.buffer)
         dt = s.value.dtype
-        value = self._to_memory(self.expr(s.value), dt)
+        self.accumulation = s.value if _accumulates(s) else None
+        try:
+            value = self._to_memory(self.expr(s.value), dt)
+        finally:
+            self.accumulation = None
         elem = mem_type(dt)
         align = mem_type_bytes(dt)
         lanes = s.index.dtype.lanes

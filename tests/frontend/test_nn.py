@@ -178,6 +178,8 @@ def test_mean_of_small_ints_does_not_wrap():
     check(Tensor(u8).mean(1), u8.mean(1))
     big = np.full(1000, 2**30, np.int32)
     check(Tensor(big).mean(), big.mean())
+    for huge in (np.full(4, 2**62, np.int64), np.full(2, 2**63, np.uint64)):
+        check(Tensor(huge).mean(), huge.mean())           # a 64-bit sum would wrap
 
 
 def test_half_precision_sums_accumulate_in_float32():

@@ -455,7 +455,8 @@ def test_ramp_broadcast_vector_load_store_fma_in_source():
     assert rc == 0
     np.testing.assert_allclose(out, a * 0.5 + c)
     assert "<16 x float>" in mod.source
-    assert "@llvm.fmuladd.v16f32" in mod.source or "@llvm.fma.v16f32" in mod.source
+    # elementwise: rounded as numpy rounds, a multiply then an add (accumulations may fuse)
+    assert "fmul <16 x float>" in mod.source and "@llvm.fmuladd" not in mod.source
 
 
 def test_gather_and_scatter_with_stride_two():
@@ -855,3 +856,26 @@ def test_constant_stride_vector_loads_and_stores(stride):
     st[t].reorder(j, i).vectorize(i)
     b = np.random.default_rng(4).random((16, 16), dtype=np.float32)
     np.testing.assert_array_equal(sl.compile(t, st)(B=b), b.T)
+
+
+def test_only_accumulations_fuse_a_multiply_with_an_add():
+    # a reduction's a*b + acc may become one FMA (its order is the schedule's anyway), but an
+    # elementwise y - y with y = a*b stays 0, as in numpy: no fusing outside accumulations
+    A = sl.Input("A", sl.float32, ("N",))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] * A[x] - A[x] * A[x] + (A[x] * 0.001 - A[x] * 0.001)
+    s = sl.Schedule(f)
+    s[f].vectorize(x, 16)
+    kern = sl.compile(f, s)
+    assert "fmuladd" not in kern.source
+    a = np.array([1e10, 12345.678, 3.3, -7.1e-3] * 8, np.float32)
+    np.testing.assert_array_equal(kern(A=a), np.zeros_like(a))
+    r = sl.RDom(A.shape[0], name="r")
+    dot = sl.Func("dot", shape=())
+    dot[()] = sl.sum(A[r] * A[r])
+    s = sl.Schedule(dot)
+    s[dot].split(r, 16, tail="guard")
+    part = s[dot].rfactor("r.i")
+    s[part].vectorize("r.i")
+    assert "fmuladd" in sl.compile(dot, s).source
