@@ -109,12 +109,7 @@ class AccessBoxes:
         12) - m + 1``: bounded apart, m + e - 1 reaches 12 + 4 - 1; together, 12."""
         last = simplify(_i64(loop.min) + _i64(loop.extent) - 1)
         hi = bounds_of(last, sc).hi
-        e = last
-        for _ in range(8):
-            names = ir.expr_vars(e) & set(self.lets)
-            if not names:
-                break
-            e = E.substitute(e, {n: self.lets[n] for n in names})
+        e = ir.substitute_lets(last, self.lets)
         if e is last:
             return hi
         tight = bounds_of(simplify(e), sc).hi

@@ -280,6 +280,17 @@ def make_block(stmts):
 
 # ------------------------------------------------------------------------- traversal
 
+def substitute_lets(e, lets, depth=8):
+    """``e`` with the let-bound variables in ``lets`` (name -> value) replaced by their
+    values, through lets defined from other lets up to ``depth`` levels."""
+    for _ in range(depth):
+        names = expr_vars(e) & set(lets)
+        if not names:
+            break
+        e = substitute(e, {n: lets[n] for n in names})
+    return e
+
+
 def map_stmt(s, stmt_fn=None, expr_fn=None):
     """Rebuild a statement tree. ``stmt_fn(s)`` may return a replacement (not recursed into),
     or None to recurse; ``expr_fn(e)`` rewrites every expression field."""

@@ -76,15 +76,9 @@ def _sequential(index, loop, lets):
     write-combining buffers, which is far slower than a cached store."""
     if loop is None:
         return True
-    base = index.base
-    for _ in range(8):      # the loop's variable may reach the index through lets
-        names = ir.expr_vars(base) & set(lets)
-        if not names:
-            break
-        base = E.substitute(base, {n: lets[n] for n in names})
-    # a shifted tail (min(x.o * 16, W - 16)) moves only the last vector back: step as if
-    # unclamped
-    base = E.map_expr(base, lambda n: _unclamped(n))
+    # the loop's variable may reach the index through lets; a shifted tail
+    # (min(x.o * 16, W - 16)) moves only the last vector back: step as if unclamped
+    base = E.map_expr(ir.substitute_lets(index.base, lets), _unclamped)
     v = E.Var(loop.var, loop.min.dtype)
     step = difference(simplify(E.substitute(base, {loop.var: v + 1})), simplify(base))
     return step in (0, index.lanes)

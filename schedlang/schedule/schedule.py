@@ -312,8 +312,7 @@ class Schedule:
         s = Schedule(*self.outputs)
         s._names = self._names      # the same algorithm: nothing to rename
         for d in self.trace:
-            s.apply(Directive(d.func, d.stage, d.op, json.loads(json.dumps(d.args)),
-                              json.loads(json.dumps(d.kwargs))))
+            s.apply(d)
         return s
 
     # ------------------------------------------------------------------ facts

@@ -176,6 +176,7 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
                  vector_scalef=False):
         self.name, self.args = name, list(args)
         self.vector_scalef = vector_scalef   # the target has AVX-512's 16-lane vscalefps
+        self.accumulation = None    # the value of the accumulating Store being generated
         self.module = ir.Module(name=name)
         self.module.triple = triple
         self.module.data_layout = data_layout

@@ -58,7 +58,7 @@ class ArithmeticCodegen:
             a, b = self.expr(e.a), self.expr(e.b)
             return self.b.and_(a, b) if op == "and" else self.b.or_(a, b)
         if dt.is_float and _is_f32_or_f64(dt) and op in ("add", "sub") and \
-                e is getattr(self, "accumulation", None):
+                e is self.accumulation:
             fused = self._try_fmuladd(e)
             if fused is not None:
                 return fused
