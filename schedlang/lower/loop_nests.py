@@ -16,7 +16,7 @@ from ..errors import ScheduleError
 from . import ir
 from .context import AccFunc
 from .prove import prove
-from .simplify import const_value, simplify
+from .simplify import const_value, difference, simplify
 
 I64 = T.int64
 # split factors above this bound their guarded inner loop by the extent split as well
@@ -262,8 +262,6 @@ def _prefetches(sl, exprs, names):
         for e in exprs:
             E.walk_expr(e, lambda n: reads.append(n)
                         if isinstance(n, E.FuncRef) and n.func is g else None)
-        mapping = sl.shifted_subst(names, var, distance) if reads else {}
-        seen = set()
         for r in reads:
             inner = []
             for a in r.args:
@@ -273,12 +271,56 @@ def _prefetches(sl, exprs, names):
                                     f"{g.name} has an index that reads {inner[0].name}, and "
                                     "fetching ahead would read it past its end; prefetch reads "
                                     "indexed by loop variables only")
-            args = [ir.substitute(a, mapping) for a in r.args]
-            key = tuple(E.structural_key(a) for a in args)
-            if key not in seen:
-                seen.add(key)
-                out.append(ir.Prefetch(g, args))
+        if not reads:
+            continue
+
+        def at(shift):
+            mapping = sl.shifted_subst(names, var, shift)
+            return [[ir.substitute(a, mapping) for a in r.args] for r in reads]
+
+        def comparable(indices):
+            return [[_uncast(a) for a in idx] for idx in indices]
+        ahead = at(distance)
+        # an earlier iteration's prefetch already fetched what another read touches then
+        earlier = comparable(idx for e in range(1, _PREFETCH_LOOKBACK + 1)
+                             for idx in at(distance - e))
+        kept, kept_args = [], []
+        for args, key in zip(ahead, comparable(ahead)):
+            if any(_same_index(key, other) for other in earlier + kept):
+                continue
+            if any(_same_line(key, other, g.dtype.bytes) for other in kept):
+                continue
+            kept.append(key)
+            kept_args.append(args)
+        out.extend(ir.Prefetch(g, args) for args in kept_args)
     return out
+
+
+# How many iterations back a prefetch looks for one that already fetched its data: a
+# stencil's rows are a few iterations apart.
+_PREFETCH_LOOKBACK = 8
+_LINE_BYTES = 64
+
+
+def _uncast(e):
+    """``e`` without its integer-to-integer casts, to compare indices (a loop's ``int32(y +
+    2)`` and ``int32(y + 1) + 1`` are the same row)."""
+    return simplify(E.map_expr(e, lambda n: n.value if isinstance(n, E.Cast)
+                               and n.dtype.is_int and n.value.dtype.is_int else None))
+
+
+def _same_index(a, b):
+    return all(difference(x, y) == 0 for x, y in zip(a, b))
+
+
+def _same_line(a, b, elem_bytes):
+    """``a`` and ``b`` differ only in the contiguous index, by less than a cache line (the
+    neighbouring reads of a stencil row): one prefetch covers both, and the line after it
+    is the next vector iteration's."""
+    if not _same_index(a[:-1], b[:-1]):
+        return False
+    d = difference(a[-1], b[-1])
+    return d is not None and abs(d) * elem_bytes < _LINE_BYTES
 
 
 def _check_prefetches_found(sl, found):

@@ -149,3 +149,40 @@ def test_a_read_stored_elsewhere_or_indexed_by_data_is_refused_at_compile():
     s[g].prefetch(A, x)
     with pytest.raises(sl.ScheduleError, match=r"the read of A has an index that reads idx"):
         sl.compile(g, s)
+
+
+def test_a_stencil_fetches_only_the_row_no_earlier_fetch_brought_in():
+    # rows y, y+1 and y+2 are read; fetched two rows ahead, y and y+1 were already fetched
+    # (as y+2) by the iterations before, and the reads x, x+1, x+2 of one row share a
+    # cache line: one fetch per vector remains
+    img = sl.Input("img", sl.float32, (40, 64))
+    y, x = sl.vars("y x")
+    bx = sl.Func("bx")
+    bx[y, x] = img[y, x] + img[y, x + 1] + img[y, x + 2]
+    by = sl.Func("by", shape=(38, 62))
+    by[y, x] = bx[y, x] + bx[y + 1, x] + bx[y + 2, x]
+    s = sl.Schedule(by)
+    s[by].vectorize(x, 16).parallel(y).prefetch(img, y, 2)
+    fetches = [ln.strip() for ln in str(sl.lower(by, s)).splitlines()
+               if ln.strip().startswith("prefetch")]
+    assert len(fetches) == 1 and "by.s0.y * 64" in fetches[0] and "+ 258" in fetches[0], fetches
+    a = np.random.default_rng(5).standard_normal((40, 64), dtype=np.float32)
+    b = a[:, :-2] + a[:, 1:-1] + a[:, 2:]
+    np.testing.assert_allclose(sl.compile(by, s)(img=a), b[:-2] + b[1:-1] + b[2:],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_reads_a_cache_line_apart_or_in_other_rows_each_keep_their_fetch():
+    # columns 0 and 32 of a row are two lines apart; a row read 20 rows away is beyond
+    # what earlier fetches cover: three fetches
+    A = sl.Input("A", sl.float32, (64, 64))
+    i, j = sl.vars("i j")
+    out = sl.Func("out", shape=(44, 32))
+    out[i, j] = A[i, j] + A[i, j + 32] + A[i + 20, j]
+    s = sl.Schedule(out)
+    s[out].vectorize(j, 16).prefetch(A, i, 1)
+    fetches = [ln for ln in str(sl.lower(out, s)).splitlines() if "prefetch" in ln]
+    assert len(fetches) == 3, fetches
+    a = np.random.default_rng(6).standard_normal((64, 64), dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(out, s)(A=a),
+                               a[:44, :32] + a[:44, 32:] + a[20:, :32], rtol=1e-6)
