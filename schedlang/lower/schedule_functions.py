@@ -17,6 +17,7 @@ from .bounds_inference import func_box, require_bounded
 from .interval import Interval, Scope, bounds_of, union
 from .loop_nests import build_func, build_stage
 from .simplify import simplify
+from .sliding_window import slide_region
 
 
 def count_calls(s, func):
@@ -193,10 +194,14 @@ def inject(ctx, stmt, f):
         return stmt
     if fs.double_buffer:
         return double_buffered(ctx, stmt, f, loop, region, memory)
-    nest = _region_lets(ctx, f, region, build_func(ctx, f))
-    stmt, loop = _replace_loop(stmt, loop, ir.make_block([nest, loop.body]))
     if fs.store is None or fs.store == fs.compute:
+        nest = _region_lets(ctx, f, region, build_func(ctx, f))
+        stmt, loop = _replace_loop(stmt, loop, ir.make_block([nest, loop.body]))
         return _replace_loop(stmt, loop, ir.Realize(f, [], memory, loop.body))[0]
+    # stored outside the loop: what earlier iterations computed is kept, so compute only
+    # the part of the region that is new
+    nest = _region_lets(ctx, f, slide_region(ctx, f, loop, region), build_func(ctx, f))
+    stmt, loop = _replace_loop(stmt, loop, ir.make_block([nest, loop.body]))
     store = None if fs.store[0] == "root" else _target_loop(ctx, stmt, f, fs.store, "store_at")
     racing = _parallel_between(stmt if store is None else store.body, loop.var)
     if racing:
