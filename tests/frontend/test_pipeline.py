@@ -184,6 +184,21 @@ def test_conv2d_gets_the_register_tiled_schedule():
         np.testing.assert_allclose(kern(x=a, w=w), expect, rtol=1e-4, atol=1e-4)
 
 
+def test_conv2d_of_a_prime_width_keeps_wide_register_tiles():
+    # 23 columns have no divisor between 4 and 16: tiles of 16 columns, the last one
+    # shifted back over the one before, instead of one column per tile
+    import schedlang as sl
+    import schedlang.frontend as F
+    from schedlang.frontend import Tensor
+    rng = np.random.default_rng(23)
+    a = rng.standard_normal((2, 8, 5, 23), dtype=np.float32)
+    w = rng.standard_normal((16, 8, 3, 3), dtype=np.float32)
+    x, wt = Tensor.input("x", a.shape), Tensor.input("w", w.shape)
+    kern = sl.compile(F.conv2d(x, wt, padding=1))
+    assert re.search(r"min\(\S+ \* 16, 7\)", kern.loop_ir), kern.loop_ir
+    np.testing.assert_allclose(kern(x=a, w=w), _conv3x3_pad1(a, w), rtol=1e-4, atol=1e-4)
+
+
 def test_pointwise_conv2d_gets_the_fused_plane_schedule():
     import schedlang as sl
     import schedlang.frontend as F
