@@ -210,7 +210,7 @@ def test_pointwise_conv2d_gets_the_fused_plane_schedule():
     x, wt, bias = Tensor.input("x", a.shape), Tensor.input("w", w.shape), Tensor.input("b", (12,))
     ref = np.einsum("kc,nchw->nkhw", w[:, :, 0, 0], a)
     # a 1x1 conv is a matrix product over the image plane: one fused loop, register tiles
-    # of 4 channels x 64 pixels, the input's pixels copied to a panel per block
+    # of 4 channels x 64 pixels (12 channels), the input's pixels copied to a panel per block
     for y, expect, kw in ((F.conv2d(x, wt), ref, {}),
                           (F.conv2d(x.relu(), wt, bias=bias).relu(),
                            np.maximum(np.einsum("kc,nchw->nkhw", w[:, :, 0, 0], np.maximum(a, 0))
@@ -226,6 +226,20 @@ def test_pointwise_conv2d_gets_the_fused_plane_schedule():
           rtol=1e-4, atol=1e-4)
     check(F.conv2d(Tensor(odd), Tensor(w8), stride=2),
           np.einsum("kc,nchw->nkhw", w8[:, :, 0, 0], odd[:, :, ::2, ::2]), rtol=1e-4, atol=1e-4)
+
+
+def test_pointwise_conv2d_of_eight_channels_keeps_8_by_32_register_tiles():
+    import schedlang as sl
+    import schedlang.frontend as F
+    from schedlang.frontend import Tensor
+    rng = np.random.default_rng(26)
+    a = rng.standard_normal((1, 24, 8, 16), dtype=np.float32)
+    w = rng.standard_normal((16, 24, 1, 1), dtype=np.float32)
+    kern = sl.compile(F.conv2d(Tensor.input("x", a.shape), Tensor.input("w", w.shape)))
+    text = str(kern.schedule)
+    assert "split('i1', 8" in text and ", 32, " in text, text
+    np.testing.assert_allclose(kern(x=a, w=w), np.einsum("kc,nchw->nkhw", w[:, :, 0, 0], a),
+                               rtol=1e-4, atol=1e-4)
 
 
 def test_grouped_conv2d_gets_the_column_tiled_schedule():
