@@ -134,7 +134,7 @@ def conv_schedule(s, f, is_output):
         xo, xi = s[f].split(x, tx, names=(f"{x}.o", f"{x}.i"))
         s[f].reorder(n, y, ko, xo, ki, xi).parallel(y).vectorize(xi)
         s[acc].compute_at(f, xo)
-        an, ay, ax, ao = (a.name for a in acc.definitions[0].args)
+        *_, ax, ao = (a.name for a in acc.definitions[0].args)
         s[acc].reorder(*(v.name for v in acc.definitions[0].rvars), ax, ao)
         s[acc].vectorize(ao, 16).unroll(ax)
         if tk > 16:

@@ -8,15 +8,11 @@ from __future__ import annotations
 import re
 
 from ..algo import expr as E
-from ..algo import types as T
 from ..errors import AlgorithmError
 from . import ir
 from .interval import Interval, Scope, bounds_of, intersect_hi, intersect_lo, union
 from .simplify import simplify
 
-
-def _i64(e):
-    return e if e.dtype == T.int64 else E.Cast(T.int64, e)
 
 
 class AccessBoxes:
@@ -107,7 +103,7 @@ class AccessBoxes:
         written and with the lets that define min and extent substituted, whichever is
         tighter. A region computed per tile is ``let m = x.o * 4; let e = min(x.o * 4 + 3,
         12) - m + 1``: bounded apart, m + e - 1 reaches 12 + 4 - 1; together, 12."""
-        last = simplify(_i64(loop.min) + _i64(loop.extent) - 1)
+        last = simplify(ir.as_int64(loop.min) + ir.as_int64(loop.extent) - 1)
         hi = bounds_of(last, sc).hi
         e = ir.substitute_lets(last, self.lets)
         if e is last:
@@ -209,7 +205,7 @@ def func_box(stmt, func, kinds=("call", "provide")):
     def visit(kind, f, args, scope, site):
         if f is not func or kind not in kinds:
             return
-        ivs = [bounds_of(_i64(a), scope) for a in args]
+        ivs = [bounds_of(ir.as_int64(a), scope) for a in args]
         sites.append(args)
         box[0] = ivs if box[0] is None else [union(x, y) for x, y in zip(box[0], ivs)]
     AccessBoxes(visit).stmt(stmt)

@@ -10,7 +10,8 @@ from ..algo import expr as E
 from ..algo import types as T
 from ..algo.func import Input
 from ..errors import AlgorithmError, ScheduleError
-from .bounds_inference import AccessBoxes, _i64, user_names, user_text
+from . import ir
+from .bounds_inference import AccessBoxes, user_names, user_text
 from .interval import bounds_of
 from .prove import counterexample, prove
 from .simplify import simplify
@@ -48,7 +49,7 @@ def check_access_bounds(stmt, ctx):
         if not (isinstance(f, Input) or ctx.is_output(f)):
             return
         for d, a in enumerate(args):
-            iv = bounds_of(_i64(a), scope)
+            iv = bounds_of(ir.as_int64(a), scope)
             n = simplify(E.cast(T.int64, f.shape[d]))
             what = "reads" if kind == "call" else "writes"
             idx = ", ".join(user_text(x) for x in args)
@@ -68,7 +69,7 @@ def check_access_bounds(stmt, ctx):
             if prove(cond, ctx.facts):
                 continue
             # the interval bounds lost a correlation: ask again with every fact on the path
-            ai = simplify(_i64(a))
+            ai = simplify(ir.as_int64(a))
             exact = E.binary("and", E.binary("ge", ai, 0), E.binary("le", ai, n - 1))
             if prove(exact, list(walker.facts) + list(ctx.facts), timeout_ms=2000):
                 continue

@@ -31,14 +31,11 @@ class Interval:
         return f"[{self.lo}, {self.hi}]"
 
 
-def _i64(e):
-    return e if e.dtype.element() == T.int64 else E.Cast(T.int64, e)
-
 
 def _op(op, a, b):
     if a is None or b is None:
         return None
-    return simplify(E.BinOp(op, _i64(a), _i64(b)))
+    return simplify(E.BinOp(op, ir.as_int64(a), ir.as_int64(b)))
 
 
 def union(a: Interval, b: Interval) -> Interval:
@@ -132,7 +129,7 @@ class _Bounds:
             iv = self.scope.get(e.name)
             if iv is not None:
                 return iv
-            return Interval.point(_i64(e)) if (dt.is_int or dt.is_bool) else Interval(None, None)
+            return Interval.point(ir.as_int64(e)) if (dt.is_int or dt.is_bool) else Interval(None, None)
         if isinstance(e, E.Cast):
             if e.dtype.is_float or e.value.dtype.is_float:
                 return type_range(e.dtype) if not e.dtype.is_float else Interval(None, None)
@@ -154,7 +151,7 @@ class _Bounds:
             return Interval(E.Const(0, T.int64), _op("max", _neg(a.lo), a.hi))
         if isinstance(e, ir.Ramp):
             b, s = self.go(e.base), self.go(e.stride)
-            last = E.BinOp("add", _i64(e.base), E.BinOp("mul", _i64(e.stride),
+            last = E.BinOp("add", ir.as_int64(e.base), E.BinOp("mul", ir.as_int64(e.stride),
                                                          E.Const(e.lanes - 1, T.int64)))
             return union(b, self.go(simplify(last))) if s.bounded else Interval(None, None)
         if isinstance(e, ir.Broadcast):
@@ -208,7 +205,7 @@ class _Bounds:
 
 
 def _neg(x):
-    return None if x is None else simplify(E.UnOp("neg", _i64(x)))
+    return None if x is None else simplify(E.UnOp("neg", ir.as_int64(x)))
 
 
 def _nonneg(x):

@@ -414,6 +414,11 @@ def i64(v):
     return E.Const(v, T.int64)
 
 
+def as_int64(e):
+    """``e`` as an int64 expression (sizes and flat indices are computed in int64)."""
+    return e if e.dtype.element() == T.int64 else E.Cast(T.int64, e)
+
+
 def i32(v):
     return E.Const(v, T.int32)
 

@@ -27,9 +27,6 @@ def _and(cs):
     return out
 
 
-def _i64(e):
-    return e if e.dtype == T.int64 else E.Cast(T.int64, e)
-
 
 def _threshold(conj, var, scope):
     """The first value of ``var`` for which ``conj`` may fail for some inner iteration
@@ -37,7 +34,7 @@ def _threshold(conj, var, scope):
     if not (isinstance(conj, E.BinOp) and conj.op in ("lt", "le") and conj.a.dtype.is_int
             and conj.a.dtype.lanes == 1):
         return None
-    diff = bounds_of(simplify(_i64(conj.a) - _i64(conj.b)), scope).hi
+    diff = bounds_of(simplify(ir.as_int64(conj.a) - ir.as_int64(conj.b)), scope).hi
     if diff is None:
         return None
     terms, const = linear(simplify(diff))

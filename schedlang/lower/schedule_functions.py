@@ -194,14 +194,14 @@ def inject(ctx, stmt, f):
         return stmt
     if fs.double_buffer:
         return double_buffered(ctx, stmt, f, loop, region, memory)
-    if fs.store is None or fs.store == fs.compute:
-        nest = _region_lets(ctx, f, region, build_func(ctx, f))
-        stmt, loop = _replace_loop(stmt, loop, ir.make_block([nest, loop.body]))
-        return _replace_loop(stmt, loop, ir.Realize(f, [], memory, loop.body))[0]
+    stored_here = fs.store is None or fs.store == fs.compute
     # stored outside the loop: what earlier iterations computed is kept, so compute only
     # the part of the region that is new
-    nest = _region_lets(ctx, f, slide_region(ctx, f, loop, region), build_func(ctx, f))
+    computed = region if stored_here else slide_region(ctx, f, loop, region)
+    nest = _region_lets(ctx, f, computed, build_func(ctx, f))
     stmt, loop = _replace_loop(stmt, loop, ir.make_block([nest, loop.body]))
+    if stored_here:
+        return _replace_loop(stmt, loop, ir.Realize(f, [], memory, loop.body))[0]
     store = None if fs.store[0] == "root" else _target_loop(ctx, stmt, f, fs.store, "store_at")
     racing = _parallel_between(stmt if store is None else store.body, loop.var)
     if racing:

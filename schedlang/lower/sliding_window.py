@@ -12,7 +12,6 @@ Example: ``slide_region(ctx, bx, loop, region)`` -> the region with the window a
 from __future__ import annotations
 
 from ..algo import expr as E
-from ..algo import types as T
 from . import ir
 from .simplify import difference, simplify
 
@@ -56,8 +55,8 @@ def _forward(e, v):
     max of such parts (a guarded tile's last row ``min(yo * 8 + yi, H - 3)``)."""
     if v.name not in E.expr_vars(e):
         return True
-    step = difference(_i64(simplify(ir.substitute(e, {v.name: v + E.Const(1, v.dtype)}))),
-                      _i64(e))
+    step = difference(ir.as_int64(simplify(ir.substitute(e, {v.name: v + E.Const(1, v.dtype)}))),
+                      ir.as_int64(e))
     if step is not None:
         return step >= 0
     if isinstance(e, E.BinOp) and e.op in ("add", "min", "max"):
@@ -74,7 +73,3 @@ def _plain_loop(ctx, f, d):
     st0 = ctx.schedule.stage_schedules(f)[0]
     name = f.definitions[0].args[d].name
     return any(dim.name == name and dim.kind in ("serial", "parallel") for dim in st0.dims)
-
-
-def _i64(e):
-    return e if e.dtype == T.int64 else E.Cast(T.int64, e)

@@ -14,9 +14,6 @@ from .simplify import const_value, simplify
 LOCAL_BYTES = 64 * 1024
 
 
-def _i64(e):
-    return e if e.dtype.element() == T.int64 else E.Cast(T.int64, e)
-
 
 class _Layout:
     def __init__(self, name, mins, extents):
@@ -31,7 +28,7 @@ class _Layout:
     def index(self, args):
         idx = E.Const(0, T.int64)
         for a, m, st in zip(args, self.mins, self.strides):
-            idx = idx + (_i64(a) - m) * st
+            idx = idx + (ir.as_int64(a) - m) * st
         return simplify(idx)
 
 
@@ -71,7 +68,7 @@ def storage_flattening(stmt, ctx):
             out = ir.Allocate(f.name, f.dtype, exts, memory, body)
             for d in reversed(range(len(s.bounds))):
                 lo, ext = s.bounds[d]
-                out = ir.LetStmt(mins[d].name, _i64(lo), ir.LetStmt(exts[d].name, _i64(ext), out))
+                out = ir.LetStmt(mins[d].name, ir.as_int64(lo), ir.LetStmt(exts[d].name, ir.as_int64(ext), out))
             return out
         if isinstance(s, ir.Provide):
             lay = layouts[id(s.func)]
