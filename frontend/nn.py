@@ -19,6 +19,7 @@ import schedlang as sl
 from . import elementwise as EW
 from . import shape_ops as S
 from .tensor import Tensor, fresh_name
+from .winograd import winograd_conv3x3, winograd_tile
 
 _REDUCERS = {"sum": sl.sum, "max": sl.maximum, "min": sl.minimum}
 
@@ -359,7 +360,12 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
         out = Tensor.materialize("conv2d_pointwise", params, [x, w], (N, O, Ho, Wo),
                                  body_pointwise)
         return _conv_bias(out, bias, O)
-    if groups == 1 and O % 16 == 0 and x.dtype == sl.float32 and w.dtype == sl.float32:
+    fp32 = x.dtype == sl.float32 and w.dtype == sl.float32
+    if groups == 1 and KH == KW == 3 and (sh, sw, dh, dw) == (1, 1, 1, 1) and fp32:
+        m = winograd_tile(C, O, Ho, Wo)
+        if m:
+            return _conv_bias(_winograd_conv(x, w, pads, (N, C, Ho, Wo, O), params, m), bias, O)
+    if groups == 1 and O % 16 == 0 and fp32:
         # the fast form: weights transposed so output channels are contiguous, the sums
         # computed with channels innermost (NHWC), then read out as NCHW; the default
         # schedule vectorizes the output channels (frontend/matmul_schedule.py)
@@ -382,6 +388,22 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
         return sl.sum(window(n, h, ww, r, c) * w.element([o, r.x, r.y, r.z]))
     out = Tensor.materialize("conv2d", params, [xp, w], (N, O, Ho, Wo), body)
     return _conv_bias(out, bias, O)
+
+
+def _winograd_conv(x, w, pads, shape, params, m):
+    """A 3x3 stride-1 conv in the Winograd form F(m x m, 3 x 3) (``frontend/winograd.py``;
+    its schedule is the default one of the ``conv2d_winograd`` op)."""
+    (pt, _), (pl, _) = pads
+    N, C, Ho, Wo, O = shape
+    H, W = x.shape[2:]
+    # zero padding down to the last whole tile: it reads past the output's own window
+    rows, cols = -(-Ho // m) * m + 2, -(-Wo // m) * m + 2
+    xp = S.pad(x, ((0, 0), (0, 0), (pt, rows - H - pt), (pl, cols - W - pl)))
+    conv = winograd_conv3x3(lambda n, c, yy, xx: xp.element([n, c, yy, xx]),
+                            lambda k, c, i, j: w.element([k, c, i, j]), shape, m=m,
+                            name=fresh_name("conv2d_winograd"))
+    return Tensor.make("conv2d_winograd", params + (m,), [x, w], (N, O, Ho, Wo), x.dtype,
+                       lambda idx: conv.out[tuple(idx)], func=conv.out, root=True)
 
 
 def _conv_bias(out, bias, O):

@@ -1,0 +1,185 @@
+"""Winograd convolution F(m x m, 3 x 3): the transforms, the Funcs and their schedule, the
+frontend's choice of it for conv2d, and the bench's conv workload."""
+import numpy as np
+import pytest
+
+import schedlang as sl
+import schedlang.frontend as F
+from schedlang.frontend import Tensor
+from schedlang.frontend.winograd import (TRANSFORMS, find_winograd, schedule_winograd,
+                                         winograd_conv3x3, winograd_tile)
+
+
+def conv_reference(x, w, pad):
+    """NCHW cross-correlation in float64 with symmetric zero padding ``pad``."""
+    n, c, h, wd = x.shape
+    k = w.shape[0]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    ho, wo = h + 2 * pad - 2, wd + 2 * pad - 2
+    out = np.zeros((n, k, ho, wo))
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("nchw,kc->nkhw", xp[:, :, i:i + ho, j:j + wo], w[:, :, i, j])
+    return out
+
+
+@pytest.mark.parametrize("m", sorted(TRANSFORMS))
+def test_transform_matrices_compute_a_tile_of_the_correlation(m):
+    bt, g, at = (np.array(t, dtype=np.float64) for t in TRANSFORMS[m])
+    rng = np.random.default_rng(m)
+    d = rng.standard_normal((m + 2, m + 2))
+    k = rng.standard_normal((3, 3))
+    tile = at @ ((g @ k @ g.T) * (bt @ d @ bt.T)) @ at.T
+    direct = np.array([[np.sum(d[y:y + 3, x:x + 3] * k) for x in range(m)] for y in range(m)])
+    np.testing.assert_allclose(tile, direct, rtol=1e-12, atol=1e-12)
+
+
+def build(shape, pad, m):
+    n, c, h, w, k = shape
+    ho, wo = h + 2 * pad - 2, w + 2 * pad - 2
+    X = sl.Input("X", sl.float32, (n, c, h, w))
+    W = sl.Input("W", sl.float32, (k, c, 3, 3))
+    conv = winograd_conv3x3(
+        lambda n_, c_, y, x: sl.constant_exterior(X, 0.0)[n_, c_, y - pad, x - pad],
+        lambda k_, c_, i, j: W[k_, c_, i, j], (n, c, ho, wo, k), m=m)
+    return conv
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("shape,pad", [((1, 16, 14, 14, 16), 1),     # whole tiles
+                                       ((2, 16, 15, 17, 32), 1),     # partial last tiles
+                                       ((1, 32, 13, 30, 16), 0)])    # no padding
+def test_scheduled_winograd_matches_the_direct_sum(m, shape, pad):
+    conv = build(shape, pad, m)
+    s = sl.Schedule(conv.out)
+    assert set(schedule_winograd(s, conv)) >= {conv.out, conv.prod, conv.tiles}
+    kern = sl.compile(conv.out, s)
+    rng = np.random.default_rng(1)
+    n, c, h, w, k = shape
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    wt = rng.standard_normal((k, c, 3, 3), dtype=np.float32)
+    ref = conv_reference(x, wt, pad)
+    got = kern(X=x, W=wt)
+    assert got.shape == ref.shape
+    # F(2x2) rounds like the direct sum; F(4x4) about ten times more
+    tol = (2e-6 if m == 2 else 2e-5) * np.abs(ref).max()
+    assert np.abs(got - ref).max() <= tol
+
+
+def test_unscheduled_winograd_funcs_also_compute_the_conv():
+    conv = build((1, 16, 9, 10, 16), 1, 2)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 16, 9, 10), dtype=np.float32)
+    wt = rng.standard_normal((16, 16, 3, 3), dtype=np.float32)
+    got = sl.compile(conv.out, sl.Schedule(conv.out))(X=x, W=wt)
+    np.testing.assert_allclose(got, conv_reference(x, wt, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_schedule_unrolls_positions_into_constant_transforms():
+    conv = build((1, 16, 16, 16, 32), 1, 4)
+    s = sl.Schedule(conv.out)
+    schedule_winograd(s, conv)
+    ir = sl.lower(conv.out, s)
+    text = str(ir)
+    # no select of a position survives: every position's transform is its own expression
+    stores = [ln for ln in text.splitlines()
+              if ln.strip().startswith(("conv_input_tiles[", "conv_filter_tiles[", "conv_tiles"))]
+    assert len(stores) >= 36 and not any("select" in ln for ln in stores)
+    assert "parallel for conv.s0.y.tile" in text
+    assert "conv_products" in text and "conv_input_tiles" in text
+
+
+def test_find_winograd_recovers_the_funcs_and_rejects_other_funcs():
+    conv = build((1, 16, 14, 14, 16), 1, 4)
+    found = find_winograd(conv.out)
+    assert found is not None and found.m == 4 and found.shape == (1, 16, 14, 14, 16)
+    assert found.prod is conv.prod and found.x_t is conv.x_t
+    A = sl.Input("A", sl.float32, (4, 4))
+    i, j = sl.vars("i j")
+    f = sl.Func("conv", shape=(4, 4))
+    f[i, j] = A[i, j] * 2.0
+    assert find_winograd(f) is None
+    assert find_winograd(A) is None
+
+
+def test_winograd_tile_choice():
+    assert winograd_tile(64, 64, 56, 56) == 2                   # accurate by default
+    assert winograd_tile(64, 64, 56, 56, accurate=False) == 4
+    assert winograd_tile(256, 256, 14, 14, accurate=False) == 2  # filter tiles past L2
+    assert winograd_tile(64, 64, 7, 7) is None                  # small image: direct
+    assert winograd_tile(3, 64, 56, 56) is None                 # channels not in vectors
+    assert winograd_tile(64, 24, 56, 56) is None
+
+
+def _loop_ir(y):
+    return sl.lower(*_output_and_schedule(y))
+
+
+def _output_and_schedule(y):
+    from schedlang.frontend.tensor import default_schedule
+    out = y.func if y.func is not None else None
+    assert out is not None
+    return out, default_schedule(y, out)
+
+
+@pytest.mark.parametrize("pad,bias,relu", [(1, False, False), (1, True, True),
+                                           ((2, 1), True, False), ("same", False, True)])
+def test_frontend_conv2d_takes_the_winograd_form(pad, bias, relu):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 16, 15, 17), dtype=np.float32)
+    w = rng.standard_normal((32, 16, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(32, dtype=np.float32) if bias else None
+    X, W = Tensor.input("x", x.shape), Tensor.input("w", w.shape)
+    y = F.conv2d(X, W, None if b is None else Tensor(b), padding=pad)
+    y = y.relu() if relu else y
+    kern = sl.compile(y)
+    assert "conv2d_winograd" in kern.loop_ir
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w),
+                                     None if b is None else torch.from_numpy(b), padding=pad)
+    ref = (ref.relu() if relu else ref).numpy()
+    got = kern(x=x, w=w)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("x_shape,w_shape,kw", [
+    ((1, 3, 16, 16), (16, 3, 3, 3), dict(padding=1)),             # 3 input channels
+    ((1, 16, 16, 16), (16, 16, 3, 3), dict(padding=1, stride=2)),
+    ((1, 16, 7, 7), (16, 16, 3, 3), dict(padding=1)),             # a small image
+    ((1, 16, 16, 16), (16, 8, 3, 3), dict(padding=1, groups=2)),
+    ((1, 16, 18, 18), (16, 16, 3, 3), dict(dilation=2)),
+])
+def test_frontend_conv2d_keeps_the_direct_sum_where_winograd_does_not_apply(
+        x_shape, w_shape, kw):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(x_shape, dtype=np.float32)
+    w = rng.standard_normal(w_shape, dtype=np.float32)
+    y = F.conv2d(Tensor.input("x", x_shape), Tensor.input("w", w_shape), **kw)
+    kern = sl.compile(y)
+    assert "winograd" not in kern.loop_ir
+    eager = F.conv2d(Tensor(x), Tensor(w), **kw).numpy()
+    np.testing.assert_allclose(kern(x=x, w=w), eager, rtol=1e-5, atol=1e-5)
+
+
+def test_eager_winograd_conv_is_cached_by_structure():
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((16, 16, 3, 3), dtype=np.float32)
+    for seed in range(2):
+        x = np.random.default_rng(seed).standard_normal((1, 16, 14, 14), dtype=np.float32)
+        got = F.conv2d(Tensor(x), Tensor(w), padding=1).numpy()
+        np.testing.assert_allclose(got, conv_reference(x, w, 1), rtol=1e-4,
+                                   atol=1e-5 * np.abs(got).max())
+
+
+def test_bench_conv_workload_runs_in_the_winograd_form():
+    from schedlang.bench.workloads import Conv
+    w = Conv((1, 16, 28, 28, 16))
+    out, s = w.algorithm()
+    conv = find_winograd(out)
+    assert conv is not None and conv.m == 4
+    vals = w.inputs()
+    got = sl.compile(out, s)(**vals)
+    assert np.abs(got - w.numpy(**vals)).max() <= w.tolerance()
+    # the direct forms stay for stride 2 and for too few channels
+    assert find_winograd(Conv((1, 16, 28, 28, 16), stride=2).algorithm()[0]) is None
+    assert find_winograd(Conv((1, 8, 28, 28, 8)).algorithm()[0]) is None
