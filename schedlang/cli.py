@@ -92,9 +92,10 @@ def make_workload(workload, size_text, stride=1, kernel=3, dtype="float32"):
     return WORKLOADS[workload](size)
 
 
-def _beam_schedule(w, outs, target, beam, threads):
+def _beam_schedule(w, outs, hand, target, beam, threads):
     """The workload's schedule for kernels on ``threads`` threads from the tuning database
-    (a BEAM=``beam`` search or wider), tuning it first when there is none."""
+    (a BEAM=``beam`` search or wider), tuning it first when there is none; the search
+    also starts from the hand-written schedule ``hand``."""
     from schedlang.autotune.database import TuningDatabase
     from schedlang.autotune.integration import budget_from_env
     from schedlang.autotune.keys import workload_key
@@ -105,7 +106,7 @@ def _beam_schedule(w, outs, target, beam, threads):
         print(f"tuning {w.name} {w.shape_text} (beam {beam}, {threads} threads) for the "
               "schedlang-beam row", file=sys.stderr, flush=True)
         found = tune(outs, target=target, beam=beam, budget_s=budget_from_env(),
-                     threads=threads).schedule
+                     threads=threads, seeds=(hand,)).schedule
     return found
 
 
@@ -114,8 +115,8 @@ def _beam_row_kernel(w, values, threads, target, beam):
     import numpy as np
 
     import schedlang as sl
-    outs, _ = w.algorithm()
-    kern = sl.compile(outs, _beam_schedule(w, outs, target, beam, threads), target=target)
+    outs, hand = w.algorithm()
+    kern = sl.compile(outs, _beam_schedule(w, outs, hand, target, beam, threads), target=target)
     kern.num_threads = threads
     err = float(np.max(np.abs(kern(**values).astype(np.float64) - w.numpy(**values))))
     if not err <= w.tolerance():
@@ -295,8 +296,9 @@ def cmd_bench(args):
         for n in names:
             for size in args.size or list(WORKLOADS[n].default_sizes):
                 w = make_workload(n, size, args.stride, args.kernel)
+                outs, hand = w.algorithm()
                 for t in threads:
-                    _beam_schedule(w, w.algorithm()[0], args.target, args.beam, t)
+                    _beam_schedule(w, outs, hand, args.target, args.beam, t)
     _note_missing_halide(args.compare)
     rows = []
     for n in names:

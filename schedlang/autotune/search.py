@@ -310,6 +310,12 @@ class _Search:
 
     def run(self, seeds):
         self.add_default()
+        # a stored, given or frontend schedule is compiled and timed before the templates,
+        # whose compiles can take the whole budget on a large pipeline
+        known = [x for x in seeds if x[0] in KNOWN_SEEDS]
+        if known:
+            self.evaluate(known)
+            seeds = [x for x in seeds if x[0] not in KNOWN_SEEDS]
         if self.strategy == "model":
             # seeds come best guess first within each template family: the first of each
             # family (and a stored or given schedule) is timed, and two more the model picks
@@ -383,6 +389,10 @@ class _Search:
         self.pool.close()
 
 
+# the names of start points that are whole schedules, not templates
+KNOWN_SEEDS = ("database best", "given seed", "frontend default")
+
+
 def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None, sizes=None,
          seeds=(), jobs=None, database=None, progress=None, summary=True, store=True,
          rng_seed=0):
@@ -411,11 +421,11 @@ def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None
     prog = Progress(name, budget_s, progress, summary_enabled=summary)
     start_items = [(nm, s) for nm, s in seed_schedules(outputs, threads)]
     if extra is not None:
-        start_items.insert(0, ("frontend default", extra))
-    start_items = [("given seed", s) for s in seeds] + start_items
+        start_items.insert(0, (KNOWN_SEEDS[2], extra))
+    start_items = [(KNOWN_SEEDS[1], s) for s in seeds] + start_items
     stored = db.load_schedule(key, outputs)
     if stored is not None:
-        start_items.insert(0, ("database best", stored))
+        start_items.insert(0, (KNOWN_SEEDS[0], stored))
     search = _Search(outputs, target, beam, budget_s, strategy, threads, shapes, jobs, key, prog,
                      rng_seed)
     try:

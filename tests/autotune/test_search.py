@@ -393,3 +393,16 @@ def test_candidates_of_a_workload_that_fits_in_cache_are_timed_cold(monkeypatch)
     r = tune(matmul(32), beam=2, budget_s=3, progress=False)
     assert r.report.measured >= 1
     assert len(flushes) >= 3 * (r.report.measured + 1)
+
+
+def test_given_seed_is_timed_before_the_templates_of_a_large_pipeline():
+    # the templates of a Winograd conv take seconds each to compile (the budget covers a
+    # few); a given schedule is compiled and timed first, so the search ends with it or
+    # better, not with the default
+    from schedlang.bench.workloads import Conv
+    w = Conv((1, 16, 28, 28, 16))
+    out, hand = w.algorithm()
+    report = tune([out], beam=2, budget_s=15, threads=1, seeds=(hand,), progress=False,
+                  store=False).report
+    assert report.measured >= 1
+    assert report.best_s < report.default_s / 10
