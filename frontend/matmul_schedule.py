@@ -80,9 +80,14 @@ def _read(f):
     return list(found.values())
 
 
+def funcs_read(f):
+    """Every Func (not Input) ``f``'s definition reads directly, each once."""
+    return [g for g in _read(f) if hasattr(g, "definitions")]
+
+
 def _funcs_read(f):
     """The Funcs ``f``'s definition reads, split into (pure ones, reductions)."""
-    funcs = [g for g in _read(f) if hasattr(g, "definitions")]
+    funcs = funcs_read(f)
     return ([g for g in funcs if not g.definitions[0].rvars],
             [g for g in funcs if g.definitions[0].rvars])
 

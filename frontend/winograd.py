@@ -19,7 +19,8 @@ Example::
 from __future__ import annotations
 
 import schedlang as sl
-from schedlang.algo import expr as E
+
+from .matmul_schedule import funcs_read
 
 # (B^T, G, A^T) for the interpolation points 0, 1, -1 (m = 2) and 0, +-1, +-2 (m = 4)
 TRANSFORMS = {
@@ -131,7 +132,7 @@ def schedule_winograd(s, conv):
     Returns the Funcs it scheduled.
     Example: ``schedule_winograd(s, winograd_conv3x3(...))``."""
     m = conv.m
-    n_, c_, ho, wo, o_ = conv.shape
+    *_, wo, o_ = conv.shape
     tw = -(-wo // m)
     f, x_t, w_t, u, v, prod, tiles = (conv.out, conv.x_t, conv.w_t, conv.u, conv.v,
                                       conv.prod, conv.tiles)
@@ -168,35 +169,24 @@ def schedule_winograd(s, conv):
 def find_winograd(f):
     """The ``WinogradConv`` whose output Func is ``f`` (found by following what ``f``
     reads), or None when ``f`` is not the output of ``winograd_conv3x3``."""
-    def read(g):
-        found = {}
-        E.walk_expr(g.definitions[0].value,
-                    lambda e: found.setdefault(id(e.func), e.func)
-                    if isinstance(e, E.FuncRef) else None)
-        return [h for h in found.values() if hasattr(h, "definitions")]
     if not hasattr(f, "definitions") or f.shape is None:
         return None
     name = f.name
     try:
-        (tiles,) = read(f)
-        (prod,) = read(tiles)
-        v, u = sorted(read(prod), key=lambda h: h.name != f"{name}_input_tiles")
-        (x_t,) = read(v)
-        (w_t,) = read(u)
-    except ValueError:
+        (tiles,) = funcs_read(f)
+        (prod,) = funcs_read(tiles)
+        by_name = {g.name: g for g in funcs_read(prod)}
+        v, u = by_name[f"{name}_input_tiles"], by_name[f"{name}_filter_tiles"]
+        (x_t,), (w_t,) = funcs_read(v), funcs_read(u)
+    except (ValueError, KeyError):
         return None
-    chain = dict(tiles=tiles, prod=prod, v=v, u=u, x_t=x_t, w_t=w_t)
     m = next((q for q in TRANSFORMS if tiles.name == f"{name}_tiles{q}x{q}"), None)
-    if m is None:
+    if m is None or (prod.name, x_t.name, w_t.name) != (
+            f"{name}_products", f"{name}_input", f"{name}_weights"):
         return None
-    for key, suffix in (("prod", "_products"), ("v", "_input_tiles"),
-                        ("u", "_filter_tiles"), ("x_t", "_input"), ("w_t", "_weights")):
-        if chain[key].name != name + suffix:
-            return None
     n_, o_, ho, wo = (int(d.value) for d in f.shape)
     c_ = int(prod.definitions[0].rvars[0].rdom.bounds[0][1].value)
     return WinogradConv(m, (n_, c_, ho, wo, o_), (x_t, w_t, u, v, prod, tiles, f))
-
 
 
 def winograd_schedule(s, f, is_output):

@@ -390,7 +390,8 @@ class _Search:
 
 
 # the names of start points that are whole schedules, not templates
-KNOWN_SEEDS = ("database best", "given seed", "frontend default")
+STORED_SEED, GIVEN_SEED, FRONTEND_SEED = "database best", "given seed", "frontend default"
+KNOWN_SEEDS = (STORED_SEED, GIVEN_SEED, FRONTEND_SEED)
 
 
 def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None, sizes=None,
@@ -421,11 +422,11 @@ def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None
     prog = Progress(name, budget_s, progress, summary_enabled=summary)
     start_items = [(nm, s) for nm, s in seed_schedules(outputs, threads)]
     if extra is not None:
-        start_items.insert(0, (KNOWN_SEEDS[2], extra))
-    start_items = [(KNOWN_SEEDS[1], s) for s in seeds] + start_items
+        start_items.insert(0, (FRONTEND_SEED, extra))
+    start_items = [(GIVEN_SEED, s) for s in seeds] + start_items
     stored = db.load_schedule(key, outputs)
     if stored is not None:
-        start_items.insert(0, (KNOWN_SEEDS[0], stored))
+        start_items.insert(0, (STORED_SEED, stored))
     search = _Search(outputs, target, beam, budget_s, strategy, threads, shapes, jobs, key, prog,
                      rng_seed)
     try:
