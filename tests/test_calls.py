@@ -267,6 +267,26 @@ def test_out_with_wrong_shape(gemm, ab):
         gemm(A=a, B=b, alpha=1.0, out=np.zeros((6, 5), np.float32))
 
 
+def test_wrong_size_message_gives_the_expected_shape():
+    X = sl.Input("X", sl.float32, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(X.shape[0] - 2,))
+    f[i] = X[i] + X[i + 2]
+    kern = sl.compile(f)
+    with pytest.raises(sl.ArgumentError) as ei:
+        kern(X=np.zeros(10, np.float32), out=np.zeros(9, np.float32))
+    assert str(ei.value) == ("out= for output f: dimension 0 should be N - 2 = 8, got 9 (shape (9,)); "
+                             "pass an array of shape (8,)"), str(ei.value)
+    g = sl.Func("g", shape=(2, 3))
+    j = sl.Var("j")
+    g[i, j] = sl.cast(sl.float32, i + j)
+    with pytest.raises(sl.ArgumentError) as ei:
+        sl.compile(g)(out=np.zeros((3, 3), np.float32))
+    # a fixed size is not written twice ("should be 2 = 2")
+    assert str(ei.value) == ("out= for output g: dimension 0 should be 2, got 3 (shape (3, 3)); "
+                             "pass an array of shape (2, 3)"), str(ei.value)
+
+
 def test_out_with_wrong_dtype(gemm, ab):
     a, b = ab
     with pytest.raises(sl.ArgumentError, match="out"):

@@ -275,9 +275,23 @@ class Kernel:
             except Unbound:
                 continue
             if want_n != n:
-                raise ArgumentError(f"{role} {buf.name}: dimension {d} should be {ext} = {want_n}, "
-                                    f"got {n}")
+                # a constant extent reads "should be 2", a symbolic one "should be M - 2 = 30"
+                expected = str(want_n) if isinstance(ext, E.Const) else f"{ext} = {want_n}"
+                raise ArgumentError(f"{role} {buf.name}: dimension {d} should be {expected}, "
+                                    f"got {n} (shape {tuple(a.shape)}); pass an array of shape "
+                                    f"{self._expected_shape(buf, sizes)}")
         return a
+
+    @staticmethod
+    def _expected_shape(buf, sizes):
+        """``buf``'s shape with the sizes bound so far, a symbol where one is still unbound."""
+        dims = []
+        for ext in buf.shape:
+            try:
+                dims.append(str(evaluate(ext, sizes)))
+            except Unbound:
+                dims.append(str(ext))
+        return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
     def _check_param(self, p, v):
         dt = p.dtype
