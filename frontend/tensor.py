@@ -365,23 +365,24 @@ def default_schedule(t: Tensor, out):
     fast = {id(n.func): n.op for n in topo_order(t) if n.op in FAST_SCHEDULES
             and n.func is not None}
     done = set()               # Funcs a fast schedule has already taken care of
+    # fast schedules first: one may also place and order its producers (a conv's weights)
     for f in stored.values():
-        if id(f) not in present or id(f) in done:
+        if id(f) not in present or id(f) in done or id(f) not in fast:
             continue
-        if id(f) in fast:
-            import importlib
-            module, fn = FAST_SCHEDULES[fast[id(f)]].split(":")
-            trial = s.copy()
-            try:
-                scheduled = getattr(importlib.import_module(f".{module}", __package__), fn)(
-                    trial, f, f is out)
-            except sl.SchedlangError:
-                scheduled = False     # not the form it expects: the generic schedule below
-            if scheduled:
-                s = trial
-                done.update(id(g) for g in scheduled)
-                continue
-        loop_schedule(s, f)
+        import importlib
+        module, fn = FAST_SCHEDULES[fast[id(f)]].split(":")
+        trial = s.copy()
+        try:
+            scheduled = getattr(importlib.import_module(f".{module}", __package__), fn)(
+                trial, f, f is out)
+        except sl.SchedlangError:
+            scheduled = False     # not the form it expects: the generic schedule below
+        if scheduled:
+            s = trial
+            done.update(id(g) for g in scheduled)
+    for f in stored.values():
+        if id(f) in present and id(f) not in done:
+            loop_schedule(s, f)
     return s
 
 

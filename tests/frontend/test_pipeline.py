@@ -184,6 +184,38 @@ def test_conv2d_gets_the_register_tiled_schedule():
         np.testing.assert_allclose(kern(x=a, w=w), expect, rtol=1e-4, atol=1e-4)
 
 
+def test_conv2d_of_many_channels_runs_channel_tiles_outermost_with_their_weights():
+    # 128 output channels are 4 register tiles of 32: the tiles run outermost in parallel,
+    # each transposing its own slice of the weights (not the whole weights at root), and
+    # the batch and rows inside; the same whether the conv is the output or feeds a relu
+    rng = np.random.default_rng(24)
+    a = rng.standard_normal((2, 16, 5, 7), dtype=np.float32)
+    w = rng.standard_normal((128, 16, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(128, dtype=np.float32)
+    x, wt, bias = Tensor.input("x", a.shape), Tensor.input("w", w.shape), Tensor.input("b", (128,))
+    ref = _conv3x3_pad1(a, w)
+    for y, expect, kw in ((F.conv2d(x, wt, padding=1), ref, {}),
+                          (F.conv2d(x, wt, bias, padding=1).relu(),
+                           np.maximum(ref + b[:, None, None], 0), {"b": b})):
+        kern = sl.compile(y)
+        text = str(kern.schedule)
+        assert re.search(r"compute_at\(\w+, '\w+\.(o|tile)'\)", text), text
+        ir = kern.loop_ir
+        # the outermost loop is the parallel channel-tile loop, the weights inside it
+        tiles = re.search(r"parallel for (conv2d\d+\.s0\.i1\.o|conv2d_nhwc\d+\.s0\.i3\.tile) "
+                          r"in \[0, 4\)", ir)
+        assert tiles, ir
+        assert ir.index("allocate conv2d_weights") > tiles.start(), ir
+        np.testing.assert_allclose(kern(x=a, w=w, **kw), expect, rtol=1e-4, atol=1e-4)
+    # 64 channels (two tiles): rows in parallel, the weights transposed once at root
+    w64 = w[:64]
+    kern = sl.compile(F.conv2d(x, Tensor.input("w", w64.shape), padding=1))
+    text = str(kern.schedule)
+    assert not re.search(r"s\[conv2d_weights\d+\]\.compute_at", text), text
+    assert re.search(r"s\[conv2d_weights\d+\]\.parallel", text), text
+    np.testing.assert_allclose(kern(x=a, w=w64), _conv3x3_pad1(a, w64), rtol=1e-4, atol=1e-4)
+
+
 def test_conv2d_of_a_prime_width_keeps_wide_register_tiles():
     # 23 columns have no divisor between 4 and 16: tiles of 16 columns, the last one
     # shifted back over the one before, instead of one column per tile
