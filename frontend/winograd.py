@@ -112,49 +112,72 @@ def winograd_conv3x3(x_at, w_at, shape, m=2, name="conv"):
 def winograd_tile(in_channels, out_channels, out_h, out_w, accurate=True):
     """The m of the Winograd form that pays for a 3x3 stride-1 float32 conv, or None for the
     direct sum: channels in whole AVX-512 vectors and an image of at least 14 x 14 (on a
-    7 x 7 image the direct sum measured 1.3x faster). F(4x4, 3x3) only when not asked to be
-    ``accurate``, its filter tiles fit in L2 (36 x C x O floats within 1.2 MB) and its
-    rounding error stays near 1e-5 of the outputs (C <= 128); otherwise F(2x2, 3x3).
-    Example: ``winograd_tile(64, 64, 56, 56, accurate=False) == 4``."""
+    7 x 7 image the direct sum measured faster: 1.3x at 128 channels, 1.2x at 512).
+    F(4x4, 3x3) only when not asked to be ``accurate``, on images of 28 x 28 or more, and
+    while its rounding error stays near 1e-5 of the outputs (C <= 128); otherwise
+    F(2x2, 3x3). Example: ``winograd_tile(64, 64, 56, 56, accurate=False) == 4``."""
     if in_channels % 16 or out_channels % 16 or min(out_h, out_w) < 14:
         return None
-    if not accurate and in_channels <= 128 and in_channels * out_channels <= 8192 and \
-            min(out_h, out_w) >= 28:
+    if not accurate and in_channels <= 128 and min(out_h, out_w) >= 28:
         return 4
     return 2
 
 
+# filter tiles up to this size are computed once and streamed for every row of tiles;
+# larger ones are computed per block of 32 output channels, which then stays in L2 while
+# every tile of the image goes through it (F(2x2) at 256 channels on 14 x 14: 1.07 ->
+# 0.61 ms; F(4x4) at 64 channels on 56 x 56: 0.40 -> 0.37 ms)
+ROW_FILTER_TILE_BYTES = 512 * 1024
+
+
 def schedule_winograd(s, conv):
-    """Schedule the Funcs of ``conv`` in ``s``: the weights and the padded input (channels
-    innermost) once, in parallel; then per row of output tiles (in parallel) the input
-    tiles, their products with the filter tiles (a register tile of up to 7 tiles x 32
-    output channels over all input channels) and the output tiles, written out as NCHW.
-    Returns the Funcs it scheduled.
+    """Schedule the Funcs of ``conv`` in ``s``. The padded input (channels innermost) is
+    copied once, in parallel. With small filter tiles (``ROW_FILTER_TILE_BYTES``), the
+    weights are transformed once, then per row of output tiles (in parallel) come the
+    input tiles, their products with the filter tiles (a register tile of up to 7 tiles x
+    32 output channels over all input channels) and the output tiles, written out as NCHW.
+    With larger ones, the input tiles of the whole image are computed once, then per block
+    of 32 output channels (in parallel) the block's filter tiles, the products of every
+    tile and, per row, the output tiles. Returns the Funcs it scheduled.
     Example: ``schedule_winograd(s, winograd_conv3x3(...))``."""
     m = conv.m
-    *_, wo, o_ = conv.shape
+    _, c_, _, wo, o_ = conv.shape
     tw = -(-wo // m)
     f, x_t, w_t, u, v, prod, tiles = (conv.out, conv.x_t, conv.w_t, conv.u, conv.v,
                                       conv.prod, conv.tiles)
     n, k, y, x = (a.name for a in f.definitions[0].args)
+    kt = 32 if o_ % 32 == 0 else 16
+    blocked = (m + 2) ** 2 * c_ * o_ * 4 > ROW_FILTER_TILE_BYTES
     s[f].split(y, m, names=("y.tile", "y.in"))
     s[f].split(x, m, names=("x.tile", "x.in"))
     # each output row is 4 interleaved vectors of tiles (one per column inside a tile)
-    s[f].reorder(n, "y.tile", k, "y.in", "x.in", "x.tile").parallel("y.tile")
+    if blocked:
+        s[f].split(k, kt, names=("k.block", "k.in"))
+        s[f].reorder("k.block", n, "y.tile", "k.in", "y.in", "x.in", "x.tile")
+        s[f].parallel("k.block")
+    else:
+        s[f].reorder(n, "y.tile", k, "y.in", "x.in", "x.tile").parallel("y.tile")
     if tw >= 8:
         s[f].vectorize("x.tile", 16 if tw >= 12 else 8)
     s[x_t].compute_root().parallel("yy").vectorize("c", 16)
-    s[w_t].compute_root().vectorize("k", 16)
-    s[u].compute_root().reorder("c", "p", "k").vectorize("k", 16).unroll("p").parallel("c")
-    for g in (v, prod, tiles):
-        s[g].compute_at(f, "y.tile")
+    if blocked:
+        s[v].compute_root().parallel("ty")
+        for g in (w_t, u, prod):
+            s[g].compute_at(f, "k.block")
+        s[tiles].compute_at(f, "y.tile")
+    else:
+        s[w_t].compute_root()
+        s[u].compute_root().parallel("c")
+        for g in (v, prod, tiles):
+            s[g].compute_at(f, "y.tile")
+    s[w_t].vectorize("k", 16)
+    s[u].reorder("c", "p", "k").vectorize("k", 16).unroll("p")
     # a tile's input transform for 16 channels at a time, every position from the same loads
     s[v].vectorize("c", 16).reorder("n", "ty", "tx", "c.o", "p", "c.i").unroll("p")
     # register tile: rows of tiles (broadcast) x 32 or 16 output channels (vectors)
     rows = max(d for d in range(1, 8) if tw % d == 0)
     if rows < 4 <= tw:
         rows = min(7, tw)
-    kt = 32 if o_ % 32 == 0 else 16
     s[prod].split("tx", rows, names=("tx.o", "tx.i"))
     s[prod].split("k", kt, names=("k.o", "k.i"))
     s[prod].reorder("n", "p", "ty", "tx.o", "k.o", "c_in", "tx.i", "k.i")

@@ -6,8 +6,8 @@ import pytest
 import schedlang as sl
 import schedlang.frontend as F
 from schedlang.frontend import Tensor
-from schedlang.frontend.winograd import (TRANSFORMS, find_winograd, schedule_winograd,
-                                         winograd_conv3x3, winograd_tile)
+from schedlang.frontend.winograd import (ROW_FILTER_TILE_BYTES, TRANSFORMS, find_winograd,
+                                         schedule_winograd, winograd_conv3x3, winograd_tile)
 
 
 def conv_reference(x, w, pad):
@@ -66,6 +66,31 @@ def test_scheduled_winograd_matches_the_direct_sum(m, shape, pad):
     assert np.abs(got - ref).max() <= tol
 
 
+@pytest.mark.parametrize("m,shape", [(2, (1, 96, 14, 14, 96)),     # 3 blocks of 32
+                                     (4, (2, 64, 11, 13, 64)),     # batch, partial tiles
+                                     (4, (1, 96, 9, 9, 48))])      # blocks of 16
+def test_large_filter_tiles_are_computed_per_block_of_output_channels(m, shape):
+    # filter tiles past ROW_FILTER_TILE_BYTES: computed per block of output channels (the
+    # outermost, parallel loop), with the products of every tile of the image
+    conv = build(shape, 1, m)
+    n, c, h, w, k = shape
+    assert (m + 2) ** 2 * c * k * 4 > ROW_FILTER_TILE_BYTES
+    s = sl.Schedule(conv.out)
+    schedule_winograd(s, conv)
+    text = str(s)
+    for g in (conv.w_t, conv.u, conv.prod):
+        assert f"s[{g.name}].compute_at({conv.out.name}, 'k.block')" in text, text
+    assert f"s[{conv.v.name}].compute_root()" in text
+    kern = sl.compile(conv.out, s)
+    assert kern.loop_ir.lstrip().count("parallel for") >= 2
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    wt = rng.standard_normal((k, c, 3, 3), dtype=np.float32)
+    ref = conv_reference(x, wt, 1)
+    tol = (2e-6 if m == 2 else 2e-5) * np.abs(ref).max()
+    assert np.abs(kern(X=x, W=wt) - ref).max() <= tol
+
+
 def test_unscheduled_winograd_funcs_also_compute_the_conv():
     conv = build((1, 16, 9, 10, 16), 1, 2)
     rng = np.random.default_rng(2)
@@ -105,7 +130,8 @@ def test_find_winograd_recovers_the_funcs_and_rejects_other_funcs():
 def test_winograd_tile_choice():
     assert winograd_tile(64, 64, 56, 56) == 2                   # accurate by default
     assert winograd_tile(64, 64, 56, 56, accurate=False) == 4
-    assert winograd_tile(256, 256, 14, 14, accurate=False) == 2  # filter tiles past L2
+    assert winograd_tile(256, 256, 14, 14, accurate=False) == 2  # rounding past 128 channels
+    assert winograd_tile(128, 256, 28, 28, accurate=False) == 4  # blocked over outputs
     assert winograd_tile(64, 64, 7, 7) is None                  # small image: direct
     assert winograd_tile(3, 64, 56, 56) is None                 # channels not in vectors
     assert winograd_tile(64, 24, 56, 56) is None
