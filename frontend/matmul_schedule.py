@@ -26,18 +26,23 @@ def _read_at(f, names):
 
 
 def gemm_schedule(s, f, is_output):
-    """Schedule the 2-D matmul Func ``f`` (``f[i, j] = sum(a[i, k] * b[k, j])``) in ``s``.
-    Returns the Funcs it scheduled, or False (leaving ``s`` untouched) when ``f`` does not
-    have that form."""
+    """Schedule the matmul Func ``f`` (``f[..., i, j] = sum(a[..., i, k] * b[..., k, j])``,
+    with any number of leading batch dims) in ``s``: 6 x 64 tiles of the result in
+    registers, the right operand copied per column panel (transposed when it is read
+    transposed, ``x @ w.T``), and the batch, the panels or the row tiles in parallel,
+    whichever come first with enough of them. Returns the Funcs it scheduled, or False
+    (leaving ``s`` untouched) when ``f`` does not have that form."""
     d = f.definitions[0]
-    if len(d.args) != 2 or len(d.rvars) != 1 or f.dtype != sl.float32 or f.shape is None:
+    if len(d.args) < 2 or len(d.rvars) != 1 or f.dtype != sl.float32 or f.shape is None:
         return False
-    m, n = (int(x.value) for x in f.shape)
+    dims = [int(x.value) for x in f.shape]
+    m, n = dims[-2:]
     kk = int(d.rvars[0].rdom.bounds[0][1].value)
     if m < 6 or n < 16 or kk < 1:
         return False
-    i, j, k = d.args[0].name, d.args[1].name, d.rvars[0].name
-    src = _read_at(f, [k, j])
+    *batch, i, j = (a.name for a in d.args)
+    k = d.rvars[0].name
+    src = _read_at(f, batch + [k, j])
     tj = 64 if n >= 64 else 16 * (n // 16)
     nc = tj
     while nc * 2 <= n and kk * nc * 2 * 4 <= 512 * 1024:
@@ -48,9 +53,21 @@ def gemm_schedule(s, f, is_output):
     jo, jr = s[f].split(j, nc, names=(f"{j}.panel", f"{j}.r"))
     jt, jv = s[f].split(jr, tj, names=(f"{j}.tile", f"{j}.v"))
     io, ii = s[f].split(i, 6, names=(f"{i}.o", f"{i}.i"))
-    s[f].reorder(jo, io, jt, ii, jv).vectorize(jv, 16).parallel(jo)
+    s[f].reorder(*batch, jo, io, jt, ii, jv).vectorize(jv, 16)
+    # the outermost loop with work for a few threads: a batch dim, the panels, the rows
+    loops = [(b, e) for b, e in zip(batch, dims) if e > 1]
+    loops += [(jo, -(-n // nc)), (io, -(-m // 6))]
+    s[f].parallel(next((v for v, e in loops if e >= 4), loops[0][0]))
     s[acc].compute_at(f, jt)
     s[acc].reorder(k, i, j).vectorize(j, 16).unroll(i).unroll(f"{j}.o")
+    if src is not None and src.name.startswith("matmul_rhs"):
+        # a transposed right operand, copied per panel in tiles of 16 columns: each of the
+        # 16 rows it reads stays in cache while its next 16 values are gathered
+        *_, pk, pj = (a.name for a in src.definitions[0].args)
+        s[src].compute_at(f, jo)
+        po, pi = s[src].split(pj, 16, names=(f"{pj}.o", f"{pj}.i"))
+        s[src].reorder(po, pk, pi).vectorize(pi)
+        return [f, src]
     if src is not None and getattr(src, "shape", None) is not None:
         packed = s[src].cache_read(acc, memory="global")
         s[packed].compute_at(f, jo).vectorize(s[packed].loop_names()[-1], 16)

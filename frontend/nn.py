@@ -15,6 +15,7 @@ import builtins
 import numpy as np
 
 import schedlang as sl
+from schedlang.algo import expr as E
 
 from . import elementwise as EW
 from . import shape_ops as S
@@ -146,6 +147,22 @@ def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
 
 # ---------------------------------------------------------------------- matmul
 
+def _reads_transposed(t):
+    """Whether the Tensor ``t`` (a matrix or a batch of them) reads some stored array with
+    its columns along that array's rows: ``w.T`` (``t[k, j]`` is ``w[j, k]``)."""
+    idx = [sl.Var(fresh_name("i")) for _ in t.shape]
+    j = idx[-1]
+    found = []
+
+    def visit(n):
+        if isinstance(n, E.FuncRef) and n.args:
+            last = E.expr_vars(n.args[-1])
+            found.append(j.name not in last and any(j.name in E.expr_vars(a)
+                                                    for a in n.args[:-1]))
+    E.walk_expr(t.element(idx), visit)
+    return any(found)
+
+
 def _is_half(*tensors):
     """True when every operand is float16 (or every one bfloat16): products and sums of
     such operands are computed in float32 and rounded once at the end, as torch does."""
@@ -174,6 +191,10 @@ def matmul(a, b):
                                 f"{a.shape} @ {b.shape}")
     M, N = a2.shape[-2], b2.shape[-1]
     shape = batch + (M, N)
+    if b2.shape[:-2] == batch and _reads_transposed(b2):
+        # a transposed right operand (x @ w.T): a Func of its own, which the matmul's
+        # schedule fills panel by panel with columns contiguous (frontend/matmul_schedule.py)
+        b2 = Tensor.materialize("matmul_rhs", (), [b2], b2.shape, b2.element)
 
     def body(ivars):
         bidx, i, j = ivars[:-2], ivars[-2], ivars[-1]
@@ -349,8 +370,14 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
         """x's element under kernel tap (r.y, r.z) for output pixel (h, ww)."""
         return xp.element([n, c, h * sh + r.y * dh if sh != 1 or dh != 1 else h + r.y,
                            ww * sw + r.z * dw if sw != 1 or dw != 1 else ww + r.z])
-    if groups == 1 and KH == KW == 1 and (sh, sw, dh, dw) == (1, 1, 1, 1) and \
-            not any((pt, pb, pl, pr)) and x.dtype == sl.float32 and w.dtype == sl.float32:
+    pointwise = groups == 1 and KH == KW == 1 and (sh, sw, dh, dw) == (1, 1, 1, 1) and \
+        not any((pt, pb, pl, pr)) and x.dtype == sl.float32 and w.dtype == sl.float32
+    if pointwise and ((Ho * Wo) % 64 or O % 4):
+        # a plane the fused-plane schedule below does not tile (14 x 14, 7 x 7): the weights
+        # times each image plane as a (batched) matmul, whose schedule takes any size
+        planes = matmul(S.reshape(w, (O, C)), S.reshape(x, (N, C, Ho * Wo)))
+        return _conv_bias(S.reshape(planes, (N, O, Ho, Wo)), bias, O)
+    if pointwise:
         # a 1x1 conv is a matrix product of the weights and each image plane: its default
         # schedule (frontend/matmul_schedule.py) runs the plane as one fused loop
         def body_pointwise(iv):

@@ -22,6 +22,7 @@ import os
 import pickle
 import re
 import sys
+import threading
 import time
 
 import numpy as np
@@ -42,6 +43,8 @@ _JOB = {}
 # one of its batch (and at least HANG_MIN_S seconds).
 HANG_FACTOR = 6.0
 HANG_MIN_S = 5.0
+# how long stopping a compile pool may take before its workers are killed and it is left
+POOL_STOP_S = 10.0
 
 # A candidate whose first run is this many times slower than the best so far is not timed
 # further: one run already shows it will not be chosen.
@@ -180,10 +183,20 @@ class CompilePool:
 
     def close(self):
         """Stop the workers (a compile still running is abandoned)."""
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
+        if self._pool is None:
+            return
+        pool, self._pool = self._pool, None
+        # CPython's Pool.terminate can wait forever for its task handler when that thread
+        # is blocked writing queued jobs to workers that are already gone (seen once in a
+        # full test run); its threads are daemons, so after a while they are left behind
+        stopper = threading.Thread(target=pool.terminate, daemon=True)
+        stopper.start()
+        stopper.join(POOL_STOP_S)
+        if stopper.is_alive():
+            for worker in getattr(pool, "_pool", ()):
+                worker.kill()
+            return
+        pool.join()
 
     def run(self, schedule_jsons, jit, deadline, per_job_timeout_s=60.0):
         """Lower (and with ``jit`` compile) every candidate; a candidate not done by

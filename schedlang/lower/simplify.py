@@ -60,15 +60,21 @@ def _join_div_mod(terms, const):
     """``(a // c) * (m * c) + (a % c) * m`` in a linear form becomes ``a * m`` (a fused
     loop's ``y * W + x``, where ``y = p // W`` and ``x = p % W``, becomes ``p`` again)."""
     for key, (m, e) in list(terms.items()):
+        # also under a widening cast: int64(p // W) * W + int64(p % W) is int64(p)
+        wide = e.dtype if isinstance(e, E.Cast) and e.dtype.is_int and \
+            e.value.dtype.is_int and e.dtype.bits >= e.value.dtype.bits else None
+        if wide is not None:
+            e = e.value
         if not (isinstance(e, E.BinOp) and e.op == "mod"):
             continue
         c = const_value(e.b)
-        div = terms.get(E.structural_key(E.BinOp("floordiv", e.a, e.b)))
+        div_expr = E.BinOp("floordiv", e.a, e.b)
+        div = terms.get(E.structural_key(E.Cast(wide, div_expr) if wide else div_expr))
         if c is None or c <= 0 or div is None or div[0] != m * c or m == 0:
             continue
         div[0] = 0
         terms[key][0] = 0
-        inner, k = linear(e.a)
+        inner, k = linear(E.Cast(wide, e.a) if wide else e.a)
         const += m * k
         for ik, (ic, ie) in inner.items():
             if ik in terms:

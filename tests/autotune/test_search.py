@@ -406,3 +406,38 @@ def test_given_seed_is_timed_before_the_templates_of_a_large_pipeline():
                   store=False).report
     assert report.measured >= 1
     assert report.best_s < report.default_s / 10
+
+
+def test_closing_a_compile_pool_whose_terminate_hangs_kills_its_workers(monkeypatch):
+    # Pool.terminate can block for good on a task handler writing to gone workers:
+    # close() gives it POOL_STOP_S, then kills the workers and leaves the pool behind
+    import threading
+    import time
+    from schedlang.autotune import measure
+
+    class Worker:
+        killed = False
+
+        def kill(self):
+            self.killed = True
+
+    class HangingPool:
+        def __init__(self):
+            self._pool = [Worker(), Worker()]
+            self.release = threading.Event()
+
+        def terminate(self):
+            self.release.wait()
+
+        def join(self):
+            raise AssertionError("join after a terminate that did not return")
+
+    monkeypatch.setattr(measure, "POOL_STOP_S", 0.2)
+    cp = measure.CompilePool([], "llvm", jobs=2)
+    cp._pool = pool = HangingPool()
+    t0 = time.perf_counter()
+    cp.close()
+    assert time.perf_counter() - t0 < 5
+    assert all(w.killed for w in pool._pool) and cp._pool is None
+    pool.release.set()
+    cp.close()                                    # closed: nothing left to stop

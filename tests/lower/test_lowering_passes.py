@@ -223,6 +223,26 @@ def test_a_fused_plane_is_one_dense_vector_loop():
     np.testing.assert_allclose(kern(**inputs), ref, rtol=1e-5)
 
 
+def test_a_plane_read_through_a_flat_index_is_one_dense_vector_loop():
+    # the algorithm itself reads X[c, p // 40, p % 40] (a reshape of the plane): the
+    # int32 quotient and remainder are widened to int64 for the flat index, and
+    # int64(p // 40) * 40 + int64(p % 40) still folds back to int64(p)
+    X = sl.Input("X", sl.float32, (8, 6, 40))
+    W = sl.Input("W", sl.float32, (4, 8))
+    k, p = sl.vars("k p")
+    r = sl.RDom(8, name="r")
+    out = sl.Func("out", shape=(4, 240))
+    out[k, p] = sl.sum(W[k, r] * X[r, p // 40, p % 40])
+    s = sl.Schedule(out)
+    s[out].vectorize(p, 16)
+    kern = sl.compile(out, s)
+    assert "X[ramp(out.s0.r * 240 + out.s0.p, 1, 16)]" in kern.loop_ir, kern.loop_ir
+    assert "// x16(40)" not in kern.loop_ir and "% x16(40)" not in kern.loop_ir
+    rng = np.random.default_rng(5)
+    a, w = rng.random((8, 6, 40), dtype=np.float32), rng.random((4, 8), dtype=np.float32)
+    np.testing.assert_allclose(kern(X=a, W=w), w @ a.reshape(8, 240), rtol=1e-5)
+
+
 @pytest.mark.parametrize("tail", ["guard", "pad", "shift"])
 def test_a_fused_plane_split_with_a_tail_keeps_its_range(tail):
     # 240 is not a multiple of 64: with a guard or padding the last tile runs past the
