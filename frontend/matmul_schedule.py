@@ -147,14 +147,14 @@ def _order_conv_loops(s, f, acc, outer, inner, channel_tiles):
     cores busy) and the whole weights are transposed once, 16 output channels at a time
     so each read line is used whole."""
     n, y, ko = outer
-    weights = _conv_weights(acc)
-    if channel_tiles >= 4:
+    tiles_outermost = channel_tiles >= 4
+    if tiles_outermost:
         s[f].reorder(ko, n, y, *inner).parallel(ko)
     else:
         s[f].reorder(n, y, ko, *inner).parallel(y)
-    for wt in weights:
+    for wt in _conv_weights(acc):
         c, ky, kx, o = (a.name for a in wt.definitions[0].args)
-        if channel_tiles >= 4:
+        if tiles_outermost:
             s[wt].compute_at(f, ko)
             s[wt].reorder(c, ky, kx, o).vectorize(o, 16)
         else:

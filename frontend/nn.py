@@ -15,11 +15,10 @@ import builtins
 import numpy as np
 
 import schedlang as sl
-from schedlang.algo import expr as E
 
 from . import elementwise as EW
 from . import shape_ops as S
-from .tensor import Tensor, fresh_name
+from .tensor import Tensor, fresh_name, transposing_reads
 from .winograd import winograd_conv3x3, winograd_tile
 
 _REDUCERS = {"sum": sl.sum, "max": sl.maximum, "min": sl.minimum}
@@ -151,16 +150,7 @@ def _reads_transposed(t):
     """Whether the Tensor ``t`` (a matrix or a batch of them) reads some stored array with
     its columns along that array's rows: ``w.T`` (``t[k, j]`` is ``w[j, k]``)."""
     idx = [sl.Var(fresh_name("i")) for _ in t.shape]
-    j = idx[-1]
-    found = []
-
-    def visit(n):
-        if isinstance(n, E.FuncRef) and n.args:
-            last = E.expr_vars(n.args[-1])
-            found.append(j.name not in last and any(j.name in E.expr_vars(a)
-                                                    for a in n.args[:-1]))
-    E.walk_expr(t.element(idx), visit)
-    return any(found)
+    return bool(transposing_reads(t.element(idx), idx[-1].name))
 
 
 def _is_half(*tensors):

@@ -15,6 +15,7 @@ loops: ``.numpy()`` builds an output Func and a default Schedule, compiles them 
 """
 from __future__ import annotations
 
+import importlib
 import itertools
 
 import numpy as np
@@ -369,7 +370,6 @@ def default_schedule(t: Tensor, out):
     for f in stored.values():
         if id(f) not in present or id(f) in done or id(f) not in fast:
             continue
-        import importlib
         module, fn = FAST_SCHEDULES[fast[id(f)]].split(":")
         trial = s.copy()
         try:
@@ -402,19 +402,29 @@ FAST_SCHEDULES = {"matmul": "matmul_schedule:gemm_schedule",
 TRANSPOSE_TILE = 16     # a tile of a transposing read: 16 x 16 floats, one line per row
 
 
-def _transposed_dim(f):
-    """The dimension of ``f`` that some read of an Input or stored Func takes its last
-    (contiguous) index from while ``f``'s own last dimension indexes it elsewhere: a
-    transpose (``x.T + 1``, NCHW read as NHWC). None when every read follows ``f``."""
-    args = [a.name for a in f.args]
-    inner, found = args[-1], []
+def transposing_reads(value, inner):
+    """The reads in expression ``value`` that index some array's rows, not its last
+    (contiguous) dimension, with the Var named ``inner``: for each, the names of the Vars
+    in its last index. ``x.T`` at ``[i, j]`` reads ``x[j, i]``: with ``inner="j"``, that
+    gives ``[{"i"}]``."""
+    found = []
 
     def visit(n):
         if isinstance(n, E.FuncRef) and n.args:
             last = E.expr_vars(n.args[-1])
             if inner not in last and any(inner in E.expr_vars(a) for a in n.args[:-1]):
-                found.extend(a for a in args[:-1] if a in last)
-    E.walk_expr(f.definitions[0].value, visit)
+                found.append(last)
+    E.walk_expr(value, visit)
+    return found
+
+
+def _transposed_dim(f):
+    """The dimension of ``f`` that some read of an Input or stored Func takes its last
+    (contiguous) index from while ``f``'s own last dimension indexes it elsewhere: a
+    transpose (``x.T + 1``, NCHW read as NHWC). None when every read follows ``f``."""
+    args = [a.name for a in f.args]
+    found = [a for last in transposing_reads(f.definitions[0].value, args[-1])
+             for a in args[:-1] if a in last]
     return found[-1] if found else None
 
 

@@ -150,26 +150,24 @@ def schedule_winograd(s, conv):
     blocked = (m + 2) ** 2 * c_ * o_ * 4 > ROW_FILTER_TILE_BYTES
     s[f].split(y, m, names=("y.tile", "y.in"))
     s[f].split(x, m, names=("x.tile", "x.in"))
+    s[x_t].compute_root().parallel("yy").vectorize("c", 16)
     # each output row is 4 interleaved vectors of tiles (one per column inside a tile)
     if blocked:
         s[f].split(k, kt, names=("k.block", "k.in"))
         s[f].reorder("k.block", n, "y.tile", "k.in", "y.in", "x.in", "x.tile")
         s[f].parallel("k.block")
-    else:
-        s[f].reorder(n, "y.tile", k, "y.in", "x.in", "x.tile").parallel("y.tile")
-    if tw >= 8:
-        s[f].vectorize("x.tile", 16 if tw >= 12 else 8)
-    s[x_t].compute_root().parallel("yy").vectorize("c", 16)
-    if blocked:
         s[v].compute_root().parallel("ty")
         for g in (w_t, u, prod):
             s[g].compute_at(f, "k.block")
         s[tiles].compute_at(f, "y.tile")
     else:
+        s[f].reorder(n, "y.tile", k, "y.in", "x.in", "x.tile").parallel("y.tile")
         s[w_t].compute_root()
         s[u].compute_root().parallel("c")
         for g in (v, prod, tiles):
             s[g].compute_at(f, "y.tile")
+    if tw >= 8:
+        s[f].vectorize("x.tile", 16 if tw >= 12 else 8)
     s[w_t].vectorize("k", 16)
     s[u].reorder("c", "p", "k").vectorize("k", 16).unroll("p")
     # a tile's input transform for 16 channels at a time, every position from the same loads

@@ -225,11 +225,11 @@ def keep_freed_buffers():
         return False
     try:
         libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-        gnu = libc.gnu_get_libc_version
-    except (OSError, AttributeError):
-        return False           # not glibc (musl has no gnu_get_libc_version)
-    del gnu
+    except OSError:
+        return False
+    if not hasattr(libc, "gnu_get_libc_version"):
+        return False           # not glibc (musl has mallopt, but no such thresholds)
+    mallopt = libc.mallopt
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, KEPT_BUFFER_BYTES)) and \
         bool(mallopt(_M_TRIM_THRESHOLD, TRIM_BYTES))
