@@ -61,12 +61,15 @@ def gemm_schedule(s, f, is_output):
     s[acc].compute_at(f, jt)
     s[acc].reorder(k, i, j).vectorize(j, 16).unroll(i).unroll(f"{j}.o")
     if src is not None and src.name.startswith("matmul_rhs"):
-        # a transposed right operand, copied per panel in tiles of 16 columns: each of the
-        # 16 rows it reads stays in cache while its next 16 values are gathered
+        # a right operand of its own Func (frontend.nn.matmul), copied per panel
         *_, pk, pj = (a.name for a in src.definitions[0].args)
         s[src].compute_at(f, jo)
         po, pi = s[src].split(pj, 16, names=(f"{pj}.o", f"{pj}.i"))
-        s[src].reorder(po, pk, pi).vectorize(pi)
+        if src.name.startswith("matmul_rhs_t"):
+            # read transposed: in tiles of 16 columns, so each of the 16 rows it reads
+            # stays in cache while its next 16 values are gathered
+            s[src].reorder(po, pk, pi)
+        s[src].vectorize(pi)
         return [f, src]
     if src is not None and getattr(src, "shape", None) is not None:
         packed = s[src].cache_read(acc, memory="global")

@@ -15,6 +15,7 @@ import builtins
 import numpy as np
 
 import schedlang as sl
+from schedlang.algo import expr as E
 
 from . import elementwise as EW
 from . import shape_ops as S
@@ -153,6 +154,13 @@ def _reads_transposed(t):
     return bool(transposing_reads(t.element(idx), idx[-1].name))
 
 
+def _computes(t):
+    """Whether the element of the Tensor ``t`` is more than one read of a stored array
+    (an Input or stored Func, through any index map): math such as ``b.relu()``."""
+    e = t.element([sl.Var(fresh_name("i")) for _ in t.shape])
+    return not isinstance(e, E.FuncRef)
+
+
 def _is_half(*tensors):
     """True when every operand is float16 (or every one bfloat16): products and sums of
     such operands are computed in float32 and rounded once at the end, as torch does."""
@@ -181,10 +189,19 @@ def matmul(a, b):
                                 f"{a.shape} @ {b.shape}")
     M, N = a2.shape[-2], b2.shape[-1]
     shape = batch + (M, N)
-    if b2.shape[:-2] == batch and _reads_transposed(b2):
-        # a transposed right operand (x @ w.T): a Func of its own, which the matmul's
-        # schedule fills panel by panel with columns contiguous (frontend/matmul_schedule.py)
-        b2 = Tensor.materialize("matmul_rhs", (), [b2], b2.shape, b2.element)
+    transposed = _reads_transposed(b2)
+    if b2.shape[:-2] == batch and (transposed or _computes(b2)):
+        # a right operand read transposed (x @ w.T) or computed (x @ v.gelu()): a Func of
+        # its own, which the matmul's schedule fills panel by panel with columns contiguous
+        # (frontend/matmul_schedule.py), not read across rows or computed per row tile
+        op = "matmul_rhs_t" if transposed else "matmul_rhs"
+        b2 = Tensor.materialize(op, (), [b2], b2.shape, b2.element)
+    elif _computes(b2):
+        b2 = Tensor.materialize("matmul_operand", (), [b2], b2.shape, b2.element, root=True)
+    if _computes(a2):
+        # a computed left operand (x.gelu() @ v) is stored once, not computed in the inner
+        # loop for every column tile (scalar math there: 15x slower than torch)
+        a2 = Tensor.materialize("matmul_operand", (), [a2], a2.shape, a2.element, root=True)
 
     def body(ivars):
         bidx, i, j = ivars[:-2], ivars[-2], ivars[-1]
