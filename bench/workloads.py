@@ -32,10 +32,12 @@ def parse_size(workload, text):
         if len(parts) == 1:   # N channels in and out on a 56 x 56 image
             return (1, parts[0], 56, 56, parts[0])
     if workload in ("blur", "softmax"):
-        if len(parts) == 1:
-            return (parts[0], parts[0])
-        if len(parts) == 2:
-            return tuple(parts)
+        size = (parts[0], parts[0]) if len(parts) == 1 else tuple(parts)
+        if len(size) == 2 and workload == "blur" and min(size) < 3:
+            # the blur's output is the image less its 1-pixel border
+            raise SystemExit(f"--size {text!r}: blur needs an image of at least 3x3")
+        if len(size) == 2:
+            return size
     raise SystemExit(f"--size {text!r} does not fit workload {workload}")
 
 
@@ -237,10 +239,11 @@ class Conv(Workload):
         self.pad = kernel // 2
 
     @property
-    def shape_text(self):
-        extra = (f"/s{self.stride}" if self.stride != 1 else "") + (
-            f"/k{self.kernel}" if self.kernel != 3 else "")
-        return "x".join(str(v) for v in self.size) + extra
+    def variant(self):
+        """The layer's stride and kernel when not the default 3x3 / 1: ``"stride 2, 1x1"``."""
+        parts = ([f"stride {self.stride}"] if self.stride != 1 else []) + (
+            [f"{self.kernel}x{self.kernel}"] if self.kernel != 3 else [])
+        return ", ".join(parts)
 
     def out_hw(self):
         _, _, h, w, _ = self.size

@@ -23,15 +23,28 @@ from schedlang.algo import types as T
 from .tensor import Tensor, is_scalar, scalar_key
 
 
+def _is_array_like(x):
+    """numpy arrays, nested lists, and arrays of other libraries (torch, ...) that numpy
+    can read: ``__array__``, ``__array_interface__`` or ``__dlpack__``."""
+    return isinstance(x, (np.ndarray, list, tuple)) or any(
+        hasattr(x, a) for a in ("__array__", "__array_interface__", "__dlpack__"))
+
+
+def _kind(x):
+    """``x``'s type as a user knows it: ``torch.Tensor``, ``str``."""
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__.split('.')[0]}.{t.__name__}"
+
+
 def as_tensor(x, op=None):
-    """A Tensor as is; a numpy array / list as an eager constant Tensor. ``op`` names the
-    op in the error for anything else."""
+    """A Tensor as is; a numpy array / list (or another library's array) as an eager
+    constant Tensor. ``op`` names the op in the error for anything else."""
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (np.ndarray, list, tuple)):
+    if _is_array_like(x):
         return _from_data(x, op)
-    raise sl.AlgorithmError(f"{op + ': ' if op else ''}expected a Tensor or an array, got {x!r} "
-                            f"({type(x).__name__}); wrap data in Tensor(np.asarray(...))")
+    raise sl.AlgorithmError(f"{op + ': ' if op else ''}expected a Tensor or an array, got a "
+                            f"{_kind(x)}; wrap data in Tensor(np.asarray(...))")
 
 
 def broadcast_shapes(*shapes, op="broadcast"):
@@ -69,10 +82,10 @@ def _from_data(x, op):
 def _coerce(x, op):
     if isinstance(x, Tensor) or is_scalar(x):
         return x
-    if isinstance(x, (np.ndarray, list, tuple)):
+    if _is_array_like(x):
         return _from_data(x, op)
-    raise sl.AlgorithmError(f"{op}: cannot use {x!r} ({type(x).__name__}) as a Tensor operand; "
-                            "use a Tensor, a numpy array or a Python number")
+    raise sl.AlgorithmError(f"{op}: cannot use a {_kind(x)} as a Tensor operand; use a Tensor, "
+                            "a numpy array or a Python number")
 
 
 def _strong_dtype(x):
@@ -455,6 +468,10 @@ def gelu(x):
 def cast(x, dtype):
     """Convert to ``dtype`` with C semantics (float to int truncates, narrowing wraps).
     Example: ``F.cast(x, sl.int32)`` or ``x.cast(sl.float16)``."""
+    if isinstance(dtype, Tensor) and not isinstance(x, Tensor):
+        # sl.cast's order (dtype first) used here
+        raise sl.AlgorithmError("cast: the Tensor comes first, then the dtype: "
+                                "F.cast(x, sl.int8) or x.cast(sl.int8)")
     try:
         dtype = T.as_dtype(dtype)
     except sl.AlgorithmError as e:

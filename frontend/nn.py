@@ -29,6 +29,12 @@ def _axes(axis, ndim, op):
     if axis is None:
         return tuple(range(ndim))
     items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    if ndim == 0:
+        # numpy and torch take axis 0 or -1 of a 0-d array: nothing to reduce
+        for a in items:
+            if isinstance(a, bool) or a not in (0, -1):
+                S.normalize_axis(a, ndim, op)       # the usual error
+        return ()
     axes = tuple(sorted({S.normalize_axis(a, ndim, op) for a in items}))
     if len(axes) != len(items):
         raise sl.AlgorithmError(f"{op}: repeated axis in {axis!r}")
@@ -220,11 +226,39 @@ def matmul(a, b):
 
 # ---------------------------------------------------------------------- softmax family
 
-def softmax(x, axis=-1, *, dim=None):
-    """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (or torch's ``dim=``); the
-    exponentials are stored once (compute_root). Example: ``x.softmax(-1)``."""
+def _softmax_axis(op, x, axis, dim):
+    """The axis of a softmax given as ``axis`` or torch's ``dim`` (not both; default -1),
+    normalised; a 0-d tensor takes -1 or 0, as torch."""
+    if dim is not None and axis is not None:
+        raise sl.AlgorithmError(f"{op}: give axis= or dim=, not both")
+    axis = -1 if axis is None and dim is None else (dim if axis is None else axis)
+    if x.ndim == 0 and axis in (-1, 0) and not isinstance(axis, bool):
+        return 0
+    return S.normalize_axis(axis, x.ndim, op)
+
+
+def _in_float32(fn, x, *args):
+    """``fn`` of a float16 / bfloat16 ``x`` computed in float32 and rounded once, as torch
+    does (its statistics in 16 bits lose most digits); of other types, ``fn(x)`` as is."""
+    if x.dtype not in (sl.float16, sl.bfloat16):
+        return fn(x, *args)
+    wide = [None if a is None else EW.cast(EW.as_tensor(a, "layernorm"), sl.float32)
+            if not isinstance(a, (int, float)) else a for a in args]
+    return EW.cast(fn(EW.cast(x, sl.float32), *wide), x.dtype)
+
+
+def softmax(x, axis=None, *, dim=None):
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (or torch's ``dim=``; default
+    the last); the exponentials are stored once (compute_root); float16 / bfloat16 in
+    float32. Example: ``x.softmax(-1)``."""
     x = EW.as_tensor(x, "softmax")
-    axis = S.normalize_axis(axis if dim is None else dim, x.ndim, "softmax")
+    axis = _softmax_axis("softmax", x, axis, dim)
+    if x.ndim == 0:
+        return S.reshape(softmax(S.reshape(x, (1,)), 0), ())
+    return _in_float32(_softmax, x, axis)
+
+
+def _softmax(x, axis):
     m = max(x, axis, keepdims=True)
     z = EW.exp(EW.sub(x, m))
     e = Tensor.materialize("softmax_exp", (), [z], z.shape, z.element, root=True)
@@ -237,11 +271,17 @@ def softmax(x, axis=-1, *, dim=None):
     return Tensor.materialize("softmax", (axis,), [q], q.shape, q.element)
 
 
-def log_softmax(x, axis=-1, *, dim=None):
-    """``x - max - log(sum(exp(x - max)))`` along ``axis`` (or ``dim=``):
-    ``x.log_softmax(-1)``."""
+def log_softmax(x, axis=None, *, dim=None):
+    """``x - max - log(sum(exp(x - max)))`` along ``axis`` (or ``dim=``; default the
+    last), float16 / bfloat16 in float32: ``x.log_softmax(-1)``."""
     x = EW.as_tensor(x, "log_softmax")
-    axis = S.normalize_axis(axis if dim is None else dim, x.ndim, "log_softmax")
+    axis = _softmax_axis("log_softmax", x, axis, dim)
+    if x.ndim == 0:
+        return S.reshape(log_softmax(S.reshape(x, (1,)), 0), ())
+    return _in_float32(_log_softmax, x, axis)
+
+
+def _log_softmax(x, axis):
     z = EW.sub(x, max(x, axis, keepdims=True))
     return EW.sub(z, EW.log(_reduce("sum", EW.exp(z), axis, True)))
 
@@ -258,10 +298,16 @@ def _layernorm(op, x, shape, weight, bias, eps):
         if p is not None and p.shape != shape:
             raise sl.AlgorithmError(f"{op}: {name} has shape {p.shape}, expected {shape} for "
                                     f"input of shape {x.shape}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
+        raise sl.AlgorithmError(f"{op}: eps must be a number, got {eps!r}")
+    return _in_float32(_normalize, x, k, weight, bias, float(eps))
+
+
+def _normalize(x, k, weight, bias, eps):
     axes = tuple(range(x.ndim - k, x.ndim))
     xc = EW.sub(x, mean(x, axes, keepdims=True))
     var = mean(EW.mul(xc, xc), axes, keepdims=True)
-    out = EW.mul(xc, EW.rsqrt(EW.add(var, float(eps))))
+    out = EW.mul(xc, EW.rsqrt(EW.add(var, eps)))
     if weight is not None:
         out = EW.mul(out, weight)
     if bias is not None:
@@ -341,7 +387,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if x.ndim != 4 or w.ndim != 4:
         raise sl.AlgorithmError(f"conv2d: needs x (N, C, H, W) or (C, H, W) and w (O, C/groups, "
                                 f"KH, KW), got shapes {x.shape} and {w.shape}")
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
         raise sl.AlgorithmError(f"conv2d: groups must be an int >= 1, got {groups!r}")
     x, w = EW.promote_operands([x, w])
     if _is_half(x, w):

@@ -345,6 +345,13 @@ def pad(x, pad_width, value=0, mode="constant", *, constant_values=None):
 
 # ---------------------------------------------------------------------- getitem
 
+def _is_index(k):
+    """An int index: a Python / numpy int or a 0-d integer array (not a bool)."""
+    if isinstance(k, np.ndarray):
+        return k.ndim == 0 and k.dtype.kind in "iu"
+    return isinstance(k, (int, np.integer)) and not isinstance(k, bool)
+
+
 def getitem(x, key):
     """Basic numpy indexing (no copy): ints (negative ok), slices (any non-zero step),
     ``None`` and ``...``. Example: ``x[0, 1:-1, ::2]``."""
@@ -383,7 +390,7 @@ def getitem(x, key):
             length = len(range(start, stop, step))
             plan.append(("slice", start if length else 0, step))
             shape.append(length)
-        elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+        elif _is_index(k):
             v = int(k)
             if not -n <= v < n:
                 raise sl.AlgorithmError(f"getitem: index {v} is out of range for dimension {d} "
@@ -470,21 +477,24 @@ def _is_axis(v):
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
-def concat(tensors, *more, axis=None, dim=None):
-    """Join tensors along ``axis`` (default 0; torch's ``dim=`` too; no copy: a select on the
-    index), promoting dtypes as numpy. Example: ``F.concat([a, b], axis=1)``. The method's
-    form works as a function too: ``F.concat(a, [b, c], 1)`` / ``a.concat(b, axis=1)`` join
-    ``a, b, c``."""
+_UNSET = object()      # an argument not given (None means something else)
+
+
+def concat(tensors, *more, axis=_UNSET, dim=None):
+    """Join tensors along ``axis`` (default 0; torch's ``dim=`` too; ``axis=None`` joins
+    them flattened, as numpy; no copy: a select on the index), promoting dtypes as numpy.
+    Example: ``F.concat([a, b], axis=1)``. The method's form works as a function too:
+    ``F.concat(a, [b, c], 1)`` / ``a.concat(b, axis=1)`` join ``a, b, c``."""
     if dim is not None:
-        if axis is not None:
+        if axis is not _UNSET:
             raise sl.AlgorithmError("concat: give axis= or dim=, not both")
         axis = dim
     more = list(more)
     if more and _is_axis(more[-1]):             # the axis given positionally
-        if axis is not None:
+        if axis is not _UNSET:
             raise sl.AlgorithmError(f"concat: axis given twice ({more[-1]} and axis={axis})")
         axis = more.pop()
-    axis = 0 if axis is None else axis
+    axis = 0 if axis is _UNSET else axis
     if isinstance(tensors, Tensor):
         items = [tensors]
         for m in more:
@@ -496,6 +506,11 @@ def concat(tensors, *more, axis=None, dim=None):
     tensors = [as_tensor(t, "concat") for t in tensors]
     if not tensors:
         raise sl.AlgorithmError("concat: needs at least one tensor")
+    if axis is None:
+        return concat([reshape(t, (-1,)) for t in tensors], axis=0)
+    if any(t.ndim == 0 for t in tensors):
+        raise sl.AlgorithmError("concat: 0-d tensors cannot be joined along an axis; use "
+                                "axis=None, or reshape them to (1,) first")
     first = tensors[0]
     ax = normalize_axis(axis, first.ndim, "concat")
     for t in tensors[1:]:

@@ -50,9 +50,17 @@ def tree_size(e, memo=None) -> int:
     return memo[id(e)]
 
 
+# names users gave Tensor.input: a generated name skips them (an input named "sum0"
+# must not meet the frontend's own sum0)
+_user_names = set()
+
+
 def fresh_name(prefix: str) -> str:
-    """A Func / Input name unique in this process, e.g. ``matmul7``."""
-    return f"{prefix}{next(_names)}"
+    """A Func / Input name unique in this process and unlike any input's, e.g. ``matmul7``."""
+    while True:
+        name = f"{prefix}{next(_names)}"
+        if name not in _user_names:
+            return name
 
 
 def scalar_key(v):
@@ -148,6 +156,7 @@ class Tensor:
         except sl.AlgorithmError as e:
             raise sl.AlgorithmError(f"Tensor.input({name!r}): {e}") from None
         inp = sl.Input(name, dtype, shape)
+        _user_names.add(name)
         fn = lambda idx: inp[tuple(idx)]  # noqa: E731
         t = cls.make("input", (name,), (), shape, dtype, fn)
         t.input_node = inp

@@ -309,6 +309,9 @@ def cmd_bench(args):
                     part = _child_rows(args, n, size, t, dtype)
                     rows.extend(part)
                     _print_table(part) if args.verbose else None
+    if "conv" in names and (args.stride != 1 or args.kernel != 3):
+        # every conv row of a run has these (the shape column is the NxCxHxWxK size)
+        print(f"conv layers: {make_workload('conv', '1', args.stride, args.kernel).variant}")
     _print_table(rows)
     _print_low_precision_ratios(rows)
     if args.csv:

@@ -77,14 +77,15 @@ def test_bench_softmax_rows_with_torch_at_the_default_thread_count(tmp_path):
 
 
 def test_bench_conv_threads_stride_kernel_and_shape_text(tmp_path):
-    """``--threads 2`` reaches every row; the shape is the ``NxCxHxWxK`` size (a stride or
-    kernel other than the default 3x3 / 1 is marked after it, e.g. ``/s2/k1``)."""
+    """``--threads 2`` reaches every row; the shape is the ``NxCxHxWxK`` size exactly, and
+    a stride or kernel other than the default 3x3 / 1 is said once above the table."""
     out = tmp_path / "rows.csv"
     r = _schedlang("bench", "conv", "--size", "1x8x10x10x8", "--stride", "2", "--kernel", "1",
                    "--threads", "2", "--compare", "numpy", "--csv", str(out))
     assert r.returncode == 0, r.stderr
     rows = _rows(out)
-    assert [(x["workload"], x["shape"].split("/")[0], x["system"], x["threads"], x["unit"])
+    assert "conv layers: stride 2, 1x1" in r.stdout
+    assert [(x["workload"], x["shape"], x["system"], x["threads"], x["unit"])
             for x in rows] == [("conv", "1x8x10x10x8", "schedlang", "2", "GFLOP/s"),
                                ("conv", "1x8x10x10x8", "numpy", "2", "GFLOP/s")]
     _check_numbers(rows)
@@ -102,7 +103,8 @@ def test_size_forms(workload, size, shape):
 
 
 @pytest.mark.parametrize("workload,size", [("gemm", "64x64"), ("conv", "1x8x10"),
-                                           ("blur", "4x4x4"), ("softmax", "big")])
+                                           ("blur", "4x4x4"), ("softmax", "big"),
+                                           ("blur", "2"), ("blur", "64x2")])
 def test_size_forms_that_do_not_fit_are_refused(workload, size):
     with pytest.raises(SystemExit) as info:
         cli.make_workload(workload, size)

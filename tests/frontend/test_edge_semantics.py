@@ -1,0 +1,126 @@
+"""Edge cases of the frontend's ops against numpy / torch: 0-d tensors, axis spellings,
+half-precision statistics, other libraries' arrays as operands, and the errors for
+misuse (each message names the op and the argument)."""
+import numpy as np
+import pytest
+
+import schedlang as sl
+import schedlang.frontend as F
+from schedlang.frontend import Tensor
+
+rng = np.random.default_rng(41)
+
+
+def _erf(a):
+    import math
+    return np.vectorize(math.erf)(a)
+
+
+def test_reductions_of_a_0d_tensor_take_axis_0_or_minus_1_as_numpy():
+    z = Tensor(np.float32(3.0))
+    for got in (z.sum(0), z.max(-1), z.min(0), z.mean((0,)), F.sum(z, axis=-1, keepdims=True)):
+        assert got.shape == () and got.numpy() == 3.0
+    with pytest.raises(sl.AlgorithmError, match="sum: axis 1 is out of range"):
+        z.sum(1)
+
+
+def test_softmax_of_a_0d_tensor_is_one_as_torch():
+    z = Tensor(np.float32(-7.5))
+    assert z.softmax(-1).numpy() == 1.0 and F.softmax(z, 0).shape == ()
+    assert z.log_softmax(0).numpy() == 0.0
+    with pytest.raises(sl.AlgorithmError, match="softmax: axis 1 is out of range"):
+        z.softmax(1)
+
+
+def test_softmax_takes_axis_or_dim_not_both():
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    np.testing.assert_allclose(F.softmax(Tensor(x), dim=0).numpy().sum(0), 1, rtol=1e-6)
+    np.testing.assert_allclose(Tensor(x).softmax(0).numpy().sum(0), 1, rtol=1e-6)
+    np.testing.assert_allclose(Tensor(x).softmax().numpy().sum(1), 1, rtol=1e-6)
+    for op in (F.softmax, F.log_softmax):
+        with pytest.raises(sl.AlgorithmError, match=f"{op.__name__}: give axis= or dim=, not "
+                                                    "both"):
+            op(Tensor(x), 0, dim=1)
+
+
+def test_concat_of_0d_tensors_is_refused_and_axis_none_joins_them_flattened():
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    b = rng.standard_normal((4,)).astype(np.float32)
+    got = F.concat([Tensor(a), Tensor(b)], axis=None).numpy()
+    np.testing.assert_array_equal(got, np.concatenate([a, b], axis=None))
+    z = Tensor(np.float32(1.0))
+    np.testing.assert_array_equal(F.concat([z, z], axis=None).numpy(), [1.0, 1.0])
+    with pytest.raises(sl.AlgorithmError, match="concat: 0-d tensors cannot be joined"):
+        F.concat([z, z])
+    # the default is still axis 0
+    assert F.concat([Tensor(a), Tensor(a)]).shape == (4, 3)
+
+
+def test_a_0d_integer_array_indexes_as_an_int():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(Tensor(x)[np.array(1), np.int64(-1)].numpy(),
+                                  x[np.array(1), np.int64(-1)])
+    with pytest.raises(sl.AlgorithmError, match="getitem: unsupported index"):
+        Tensor(x)[np.array([1])]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_layernorm_and_softmax_compute_in_float32_as_torch(dtype):
+    torch = pytest.importorskip("torch")
+    tdt = getattr(torch, dtype)
+    # values far from 0: the mean in 16 bits loses the digits the deviations live in
+    x64 = rng.standard_normal((2, 256)) + 100
+    xt = torch.from_numpy(x64).to(tdt)
+    w = torch.from_numpy(rng.random(256)).to(tdt)
+    sdt = getattr(sl, dtype)
+    X, W = Tensor.input("x", (2, 256), sdt), Tensor.input("w", (256,), sdt)
+
+    def back(out):
+        # kernels return bfloat16 as its bits (numpy has no bfloat16)
+        t = torch.from_numpy(out.view(np.int16) if dtype == "bfloat16" else out)
+        return (t.view(tdt) if dtype == "bfloat16" else t).double()
+    ref = torch.nn.functional.layer_norm(xt.double(), (256,), w.double(), w.double())
+    got = back(sl.compile(F.layernorm(X, W, W))(x=xt, w=w))
+    theirs = torch.nn.functional.layer_norm(xt, (256,), w, w).double()
+    # as close as torch's own half-precision result (it was 60x further before)
+    assert (got - ref).abs().max() <= 1.5 * (theirs - ref).abs().max() + 1e-3
+    xs = (xt.double() - 100).to(tdt)
+    s_ref = torch.softmax(xs.double(), -1)
+    s_got = back(sl.compile(F.softmax(X))(x=xs))
+    s_theirs = torch.softmax(xs, -1).double()
+    assert (s_got - s_ref).abs().max() <= 1.5 * (s_theirs - s_ref).abs().max() + 1e-4
+
+
+def test_other_libraries_arrays_are_operands_like_numpy_arrays():
+    torch = pytest.importorskip("torch")
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 2)).astype(np.float32)
+    np.testing.assert_allclose((Tensor(a) @ torch.from_numpy(b)).numpy(), a @ b, rtol=1e-5)
+    np.testing.assert_allclose(F.relu(torch.from_numpy(a)).numpy(), np.maximum(a, 0))
+    np.testing.assert_allclose((Tensor(a) + torch.from_numpy(a)).numpy(), 2 * a)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: F.relu("a"), "relu: cannot use a str as a Tensor operand"),
+    (lambda x: F.sum("a"), "sum: expected a Tensor or an array, got a str"),
+    (lambda x: x + {1: 2}, "add: cannot use a dict as a Tensor operand"),
+    (lambda x: F.layernorm(x, eps="a"), "layernorm: eps must be a number, got 'a'"),
+    (lambda x: F.conv2d(x.reshape(1, 3, 4, 1), np.ones((3, 3, 1, 1), np.float32), groups=0),
+     "conv2d: groups must be an int >= 1, got 0"),
+    (lambda x: F.cast(sl.int8, x), "cast: the Tensor comes first, then the dtype"),
+])
+def test_misuse_names_the_op_and_the_argument(call, message):
+    x = Tensor(np.ones((3, 4), np.float32))
+    with pytest.raises(sl.AlgorithmError) as info:
+        call(x)
+    assert message in str(info.value)
+
+
+def test_an_input_named_like_a_generated_func_does_not_clash():
+    # the frontend names its Funcs sum<N>, out<N>, ...: those names skip the inputs'
+    from schedlang.frontend import tensor as tensor_module
+    n = next(tensor_module._names) + 1
+    for name in (f"sum{n}", f"out{n + 1}", f"sum{n + 2}"):
+        x = Tensor.input(name, (2, 3))
+        kern = sl.compile(x.sum(1) + 1)
+        np.testing.assert_array_equal(kern(**{name: np.ones((2, 3), np.float32)}), [4.0, 4.0])
