@@ -382,48 +382,73 @@ def right_shift(a, b):
 
 # ---------------------------------------------------------------------- math
 
+def _numpy_float(dtype):
+    """The float type numpy computes a math function of ``dtype`` in: the smallest that
+    holds every value (bool and 8-bit ints: float16, 16-bit: float32, wider: float64)."""
+    if dtype.is_float:
+        return dtype
+    bits = 8 if dtype.is_bool else dtype.bits
+    return {8: sl.float16, 16: sl.float32}.get(bits, sl.float64)
+
+
 def _math(name, x):
-    return elementwise(name, getattr(sl, name), x)
+    """A math function numpy has (exp, log, sqrt, sin, cos, tanh): integer and bool
+    arguments give numpy's float type (``_numpy_float``)."""
+    def fn(p):
+        p = E.to_expr(p)
+        wide = _numpy_float(p.dtype)
+        if wide != p.dtype:
+            # computed in float32 at least, then rounded once (float16 has no libm)
+            work = sl.float64 if wide == sl.float64 else sl.float32
+            return sl.cast(wide, getattr(sl, name)(sl.cast(work, p)))
+        return getattr(sl, name)(p)
+    return elementwise(name, fn, x)
+
+
+def _torch_math(name, x):
+    """A math function numpy does not have (erf, rsqrt): torch's rule, integers and bools
+    give float32."""
+    return elementwise(name, lambda p: getattr(sl, name)(_float(E.to_expr(p))), x)
 
 
 def exp(x):
-    """``e**x`` (integers become float32): ``F.exp(x)``."""
+    """``e**x`` (integers as numpy: int32 gives float64, int8 float16): ``F.exp(x)``."""
     return _math("exp", x)
 
 
 def log(x):
-    """Natural logarithm: ``F.log(x)``."""
+    """Natural logarithm (integers as numpy's ``log``): ``F.log(x)``."""
     return _math("log", x)
 
 
 def sqrt(x):
-    """Square root: ``F.sqrt(x)``."""
+    """Square root (integers as numpy's ``sqrt``): ``F.sqrt(x)``."""
     return _math("sqrt", x)
 
 
 def rsqrt(x):
-    """``1 / sqrt(x)``: ``F.rsqrt(x)``."""
-    return _math("rsqrt", x)
+    """``1 / sqrt(x)`` (integers become float32, as torch): ``F.rsqrt(x)``."""
+    return _torch_math("rsqrt", x)
 
 
 def sin(x):
-    """Sine: ``F.sin(x)``."""
+    """Sine (integers as numpy's ``sin``): ``F.sin(x)``."""
     return _math("sin", x)
 
 
 def cos(x):
-    """Cosine: ``F.cos(x)``."""
+    """Cosine (integers as numpy's ``cos``): ``F.cos(x)``."""
     return _math("cos", x)
 
 
 def tanh(x):
-    """Hyperbolic tangent: ``F.tanh(x)``."""
+    """Hyperbolic tangent (integers as numpy's ``tanh``): ``F.tanh(x)``."""
     return _math("tanh", x)
 
 
 def erf(x):
-    """The error function: ``F.erf(x)``."""
-    return _math("erf", x)
+    """The error function (integers become float32, as torch): ``F.erf(x)``."""
+    return _torch_math("erf", x)
 
 
 def floor(x):

@@ -124,3 +124,16 @@ def test_an_input_named_like_a_generated_func_does_not_clash():
         x = Tensor.input(name, (2, 3))
         kern = sl.compile(x.sum(1) + 1)
         np.testing.assert_array_equal(kern(**{name: np.ones((2, 3), np.float32)}), [4.0, 4.0])
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32,
+                                   np.uint32, np.int64])
+def test_math_of_integers_gives_numpys_float_type_and_torchs_where_numpy_has_none(dtype):
+    a = np.array([1, 0, 1, 1], dtype) if dtype is np.bool_ else np.array([1, 2, 3, 9], dtype)
+    for name in ("exp", "log", "sqrt", "sin", "cos", "tanh"):
+        got, ref = getattr(Tensor(a), name)().numpy(), getattr(np, name)(a)
+        assert got.dtype == ref.dtype, (name, got.dtype, ref.dtype)
+        np.testing.assert_allclose(got.astype(np.float64), ref.astype(np.float64), rtol=1e-3)
+    # erf, rsqrt and sigmoid are not numpy's: integers give float32, as torch
+    assert {Tensor(a).erf().dtype, Tensor(a).rsqrt().dtype, Tensor(a).sigmoid().dtype} == \
+        {sl.float32}
