@@ -14,7 +14,7 @@ import sys
 import time
 
 from .algo import expr as E
-from .algo.func import Func, definition_exprs
+from .algo.func import Func, Input, definition_exprs
 from .deep_recursion import deep_recursion
 from .errors import AlgorithmError, CompileError, SchedlangError, ScheduleError
 from .lower import ir
@@ -32,6 +32,11 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
         outputs, default = lowerable()
     if isinstance(outputs, Func):
         outputs = [outputs]
+    elif isinstance(outputs, (list, tuple)) and outputs:
+        outputs = list(outputs)
+    else:
+        raise CompileError(f"sl.compile / sl.lower take an output Func (or a list of them, or a "
+                           f"frontend Tensor), got {_describe(outputs)}")
     # several frontend Tensors: their output Funcs in one kernel, scheduled by each one's
     # own default schedule in turn
     pipelines = [o.__schedlang_pipeline__() if hasattr(o, "__schedlang_pipeline__") else None
@@ -41,7 +46,8 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
         default = _merged_defaults(outputs, [p[1] for p in pipelines if p is not None])
     for o in outputs:
         if not isinstance(o, Func):
-            raise CompileError(f"sl.compile needs the output Func(s), got {o!r}")
+            raise CompileError(f"sl.compile / sl.lower take output Funcs (or frontend Tensors); "
+                               f"the list holds {_describe(o)}")
     if schedule is None:
         # a tuned schedule from the tuning database, or (BEAM=N, when compiling) a new
         # search; imported here because the autotuner itself builds on this module
@@ -58,6 +64,16 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
                            f"{', '.join(o.name for o in outputs)}; build it with "
                            f"sl.Schedule({', '.join(o.name for o in outputs)})")
     return outputs, schedule
+
+
+def _describe(x):
+    """What the user passed where outputs were expected, for an error message."""
+    if isinstance(x, Input):
+        return (f"the Input {x.name}; an Input is an argument of the kernel: compile the Func "
+                "that reads it")
+    if isinstance(x, (list, tuple)) and not x:
+        return f"an empty {type(x).__name__}"
+    return f"{x!r} ({type(x).__name__})"
 
 
 def _merged_defaults(outputs, schedules):

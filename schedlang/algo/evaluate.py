@@ -53,15 +53,34 @@ def fold(op, a, b, dtype):
         return a | b
     if op == "bitxor":
         return a ^ b
-    if op == "shl":
-        return a << (b & (dtype.bits - 1))
-    if op == "shr":
-        b &= dtype.bits - 1
-        if dtype.is_unsigned:
-            return (a % (1 << dtype.bits)) >> b
-        return a >> b
+    if op in ("shl", "shr"):
+        return _shift(op, a, b, dtype)
     return None
 
+
+def _shift(op, a, b, dtype):
+    """numpy's shifts: the amount is read as unsigned, and an amount of the width or more
+    shifts every bit out (``<<`` gives 0, ``>>`` gives 0, or -1 for a negative signed value)."""
+    bits = dtype.bits
+    if b % (1 << bits) >= bits:
+        return -1 if op == "shr" and dtype.is_signed and a < 0 else 0
+    if op == "shl":
+        return a << b       # the caller wraps the result to the type
+    return (a % (1 << bits)) >> b if dtype.is_unsigned else a >> b
+
+
+
+def int_pow(a, b, bits):
+    """An integer ``a ** b`` modulo ``2**bits`` (the caller wraps it to the type); a negative
+    exponent, which numpy refuses, gives the integer part of the true power: 1 or -1 for a
+    base of 1 or -1, else 0 (as torch)."""
+    if b >= 0:
+        return pow(a, b, 1 << bits)
+    if a == 1:
+        return 1
+    if a == -1:
+        return -1 if b % 2 else 1
+    return 0
 
 
 def evaluate(e, env):
@@ -87,6 +106,9 @@ def evaluate(e, env):
         return -a if e.op == "neg" else (not a if e.dtype.is_bool else ~a)
     if isinstance(e, E.Select):
         return evaluate(e.t, env) if evaluate(e.cond, env) else evaluate(e.f, env)
+    if isinstance(e, E.Call) and e.name == "pow" and e.dtype.is_int:
+        a, b = (evaluate(x, env) for x in e.args)
+        return E._convert_value(int_pow(a, b, e.dtype.bits), e.dtype)
     if isinstance(e, E.Call) and e.name in _MATH:
         return _MATH[e.name](*[evaluate(a, env) for a in e.args])
     raise Unbound(str(e))

@@ -24,7 +24,7 @@ ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max",
 SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
           "bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>",
           "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
-          "and": "&&", "or": "||"}
+          "and": "&&", "or": "||", "pow": "**"}
 MATH_FUNCS = ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor", "ceil", "erf",
               "abs", "pow")
 
@@ -167,6 +167,15 @@ class Param(Var):
 
     def __init__(self, name: str, dtype=T.float32):
         super().__init__(name, T.as_dtype(dtype))
+        check_argument_name("Param", name)
+
+
+def check_argument_name(kind, name):
+    """A kernel takes Inputs and Params as keyword arguments, and ``out=`` for the output
+    array: an argument named ``out`` could never be passed."""
+    if name == "out":
+        raise AlgorithmError(f"the {kind} name 'out' is reserved: a kernel takes the output array "
+                             f"as out=...; pick another name for the {kind}")
 
 
 class BinOp(Expr):
@@ -286,10 +295,11 @@ def cast(dtype, e) -> Expr:
     """``sl.cast(sl.int32, x)``: convert with C semantics (truncate, wrap, round to even)."""
     dtype = T.as_dtype(dtype)
     e = to_expr(e)
+    if isinstance(e, Const) and (e.weak or e.dtype != dtype):
+        # a cast literal is typed, even one already of its default type: sl.cast(sl.int32, 1)
+        return Const(_convert_value(e.value, dtype), dtype)
     if e.dtype.element() == dtype:
         return e
-    if isinstance(e, Const):
-        return Const(_convert_value(e.value, dtype), dtype)
     return Cast(dtype.with_lanes(e.dtype.lanes), e)
 
 
@@ -309,17 +319,45 @@ def _convert_value(v, dtype):
     return v
 
 
-def _literal_as(lit: Const, dtype: DType, op: str, other) -> Expr:
+def _literal_as(lit: Const, dtype: DType, op: str, what=None) -> Expr:
+    """The weak literal ``lit`` next to an operand of type ``dtype`` in ``op``; ``what``
+    names where the type comes from for the error (default: the other operand)."""
     if dtype.is_float or (dtype.is_bool and lit.dtype.is_float):
+        if not lit.dtype.is_float and dtype.is_float and not _int_fits_float(lit.value, dtype):
+            # an int literal is exact, so unlike a float literal it may not round to inf
+            raise AlgorithmError(f"the int literal {lit.value} does not fit {dtype} "
+                                 f"({_type_source(op, what)}): it would round to inf; use a float "
+                                 f"literal ({float(lit.value)!r}) if inf is meant, or sl.cast the "
+                                 "operand to a wider type first")
         return Const(lit.value, dtype if dtype.is_float else T.float32)
     if lit.dtype.is_float:  # float literal next to an integer: float32
         return Const(lit.value, T.float32)
     if dtype.is_bool:
+        if not T.literal_fits(lit.value, T.int32):
+            raise AlgorithmError(f"the literal {lit.value} next to a bool is int32, which it does "
+                                 f"not fit, in '{SYMBOL.get(op, op)}'; sl.cast the bool operand "
+                                 "to sl.int64 first")
         return Const(lit.value, T.int32)
     if not T.literal_fits(lit.value, dtype):
-        raise AlgorithmError(f"the literal {lit.value} does not fit {dtype} (the type of {other}) "
-                             f"in '{SYMBOL.get(op, op)}'; use sl.cast to widen the operand first")
+        raise AlgorithmError(f"the literal {lit.value} does not fit {dtype} "
+                             f"({_type_source(op, what)}); use sl.cast to widen the operand first")
     return Const(lit.value, dtype)
+
+
+def _type_source(op, what):
+    """Where a literal's type comes from, for an error message: the other operand's type
+    is named by the operator only (an operand may be an internal placeholder)."""
+    if what is not None:
+        return f"the type of {what}"
+    return f"the type of the other operand of '{SYMBOL.get(op, op)}'"
+
+
+def _int_fits_float(value: int, dtype: DType) -> bool:
+    """True when the int ``value`` rounds to a finite value of the float type ``dtype``:
+    below 2**(emax + 1) - 2**(emax - mantissa), half an ulp above the largest finite."""
+    mantissa, emax = {"float16": (11, 15), "bfloat16": (8, 127), "float32": (24, 127),
+                      "float64": (53, 1023)}[dtype.name]
+    return abs(value) < (1 << (emax + 1)) - (1 << (emax - mantissa))
 
 
 def unify(op, a, b):
@@ -330,11 +368,11 @@ def unify(op, a, b):
         t = T.float32 if (a.dtype.is_float or b.dtype.is_float) else T.int32
         return Const(a.value, t, weak=True), Const(b.value, t, weak=True)
     if wa:
-        a = _literal_as(a, b.dtype, op, b)
+        a = _literal_as(a, b.dtype, op)
         if a.dtype.is_float and not b.dtype.is_float:   # float literal next to an integer
             return a, cast(a.dtype, b)
     elif wb:
-        b = _literal_as(b, a.dtype, op, a)
+        b = _literal_as(b, a.dtype, op)
         if b.dtype.is_float and not a.dtype.is_float:
             return cast(b.dtype, a), b
     ta, tb = a.dtype.element(), b.dtype.element()
@@ -352,7 +390,7 @@ _PY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
 
 
 def binary(op, a, b) -> Expr:
-    """Build ``a <op> b`` with promotion; integer ``floordiv``/``mod`` are Python's."""
+    """Build ``a <op> b`` with promotion; ``floordiv``/``mod`` are Python's (numpy's for floats)."""
     a, b = unify(op, a, b)
     if op in ("floordiv", "mod") and a.dtype.is_bool:
         a, b = cast(T.int32, a), cast(T.int32, b)
@@ -361,10 +399,8 @@ def binary(op, a, b) -> Expr:
     if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak and op in _PY:
         v = _PY[op](a.value, b.value)
         return Const(v, T.bool_) if op in CMP_OPS else Const(v, a.dtype, weak=True)
-    if op == "floordiv" and a.dtype.is_float:
-        return call_math("floor", BinOp("div", a, b))
-    if op == "mod" and a.dtype.is_float:
-        return BinOp("sub", a, BinOp("mul", call_math("floor", BinOp("div", a, b)), b))
+    # float // and % stay operators: numpy's result (floor(a / b) is not it: 1.0 // 0.1 is
+    # 9.0) is the code generator's to produce
     return BinOp(op, a, b)
 
 
@@ -387,14 +423,30 @@ def bitwise(op, a, b) -> Expr:
 
 
 def shift(op, a, b) -> Expr:
+    """``a << b`` / ``a >> b``: both operands promote as in ``+`` (numpy: uint8 << int64 is
+    int64, bool << bool is int8); a literal shift amount must be non-negative."""
     a, b = to_expr(a), to_expr(b)
-    if is_weak(a) and not is_weak(b):
-        a = Const(a.value, T.int32)
+    sym = SYMBOL[op]
     if a.dtype.is_float or b.dtype.is_float:
-        raise AlgorithmError(f"'{SYMBOL[op]}' needs integer operands, got {a.dtype} and {b.dtype}")
+        raise AlgorithmError(f"'{sym}' needs integer or bool operands, got {_operand_kind(a)} "
+                             f"{sym} {_operand_kind(b)}; use sl.cast to an integer type first")
+    if is_weak(b) and b.value < 0:
+        # a typed amount is read as unsigned (numpy's); a negative literal is a slip
+        raise AlgorithmError(f"'{a} {sym} {b.value}': a shift amount cannot be negative; use "
+                             f"{'>>' if op == 'shl' else '<<'} {-b.value} instead")
     if is_weak(a) and is_weak(b):
-        a = Const(a.value, T.int32)
-    return BinOp(op, a, cast(a.dtype, b))
+        a, b = fix_weak(a), fix_weak(b)
+    a, b = unify(op, a, b)
+    if a.dtype.is_bool:     # numpy shifts bools as int8
+        a, b = cast(T.int8, a), cast(T.int8, b)
+    return BinOp(op, a, b)
+
+
+def _operand_kind(e):
+    """An operand's type for an error message: ``a float literal`` or ``sl.float32``."""
+    if is_weak(e):
+        return f"the {'float' if e.dtype.is_float else 'int'} literal {e.value}"
+    return repr(e.dtype)
 
 
 def negate(a) -> Expr:
@@ -416,20 +468,45 @@ def invert(a) -> Expr:
 
 
 def power(a, b) -> Expr:
-    """``a ** b``: a small non-negative literal exponent multiplies out, else float pow."""
+    """``a ** b`` with the types of ``+``: int ** int is an integer power (wrapping as
+    numpy's), anything with a float a float pow. A literal exponent 1..16 multiplies out."""
     a, b = to_expr(a), to_expr(b)
-    if is_weak(b) and not b.dtype.is_float and 0 <= b.value <= 16 and not is_weak(a):
-        if b.value == 0:
-            return cast(a.dtype, 1)
+    if is_weak(b) and not b.dtype.is_float and not is_weak(a) and 1 <= b.value <= 16:
+        if a.dtype.is_bool:
+            a = cast(T.int32, a)
         out = a
         for _ in range(b.value - 1):
             out = BinOp("mul", out, a)
         return out
+    # an exponent of 0 stays a pow: folding it to 1 would drop the base's reads, and with
+    # them Inputs and Params from the kernel's arguments
     return call_math("pow", a, b)
 
 
+def _int_power(a, b) -> Expr:
+    """``a ** b`` for integer / bool operands: numpy's promotion, an integer result."""
+    if is_weak(a) and is_weak(b):
+        if b.value < 0:
+            raise AlgorithmError(f"{a.value} ** {b.value}: an integer to a negative integer "
+                                 f"power is not an integer; write {float(a.value)!r} ** {b.value}")
+        if abs(a.value) >= 2 and b.value >= 64:     # beyond int64: not worth computing
+            raise AlgorithmError(f"{a.value} ** {b.value} does not fit any integer type; write "
+                                 f"{float(a.value)!r} ** {b.value} for a float")
+        return Const(a.value ** b.value, T.int32, weak=True)
+    if isinstance(b, Const) and b.value < 0:
+        # numpy: "Integers to negative integer powers are not allowed"
+        raise AlgorithmError(f"{a} ** {b.value}: an integer to a negative integer power is not "
+                             f"an integer (numpy refuses it too); cast the base to a float type "
+                             f"first, e.g. sl.cast(sl.float32, {a}) ** {b.value}")
+    a, b = unify("pow", a, b)
+    if a.dtype.is_bool:         # numpy: bool ** bool is int8
+        a, b = cast(T.int8, a), cast(T.int8, b)
+    return Call("pow", [a, b], a.dtype)
+
+
 def call_math(name, *args) -> Expr:
-    """Apply a math function; integer arguments are converted to float32 (abs keeps ints)."""
+    """Apply a math function; integer arguments are converted to float32 (abs keeps ints,
+    and pow of two integers is an integer power)."""
     args = [to_expr(a) for a in args]
     if name == "abs":
         a = args[0]
@@ -439,6 +516,8 @@ def call_math(name, *args) -> Expr:
             raise AlgorithmError("sl.abs needs a number, got a bool expression")
         return Call("abs", [a], a.dtype)
     if name == "pow":
+        if not (args[0].dtype.is_float or args[1].dtype.is_float):
+            return _int_power(*args)
         a, b = unify("pow", *args)
         if not a.dtype.is_float:
             a, b = cast(T.float32, a), cast(T.float32, b)
@@ -459,7 +538,8 @@ def select(cond, t, f) -> Expr:
                              "compare it (e.g. x != 0)")
     t, f = unify("select", t, f)
     if is_weak(t) and is_weak(f):
-        t, f = Const(t.value, t.dtype), Const(f.value, f.dtype)
+        # two literals alone: int32 / float32, and one that does not fit is an error
+        t, f = fix_weak(t), fix_weak(f)
     return Select(cond, t, f)
 
 

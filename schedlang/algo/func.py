@@ -49,6 +49,24 @@ def size_expr(x, what):
     return E.cast(T.int64, E.fix_weak(e))
 
 
+def _shape_size(x, owner):
+    """A dimension of an Input's or Func's shape (``owner`` is "Input A" / "Func f"): a
+    size expression of ints and symbolic sizes only. A kernel binds sizes from its
+    arguments' shapes, never from scalar values, so a Param (or a Var) in a shape could
+    never be bound."""
+    size = size_expr(x, f"{owner} shape")
+    others = []
+    E.walk_expr(size, lambda n: others.append(n) if isinstance(n, E.Var)
+                and not isinstance(n, E.SizeVar) else None)
+    if others:
+        v = others[0]
+        what = f"the Param {v.name}" if isinstance(v, E.Param) else f"the Var {v.name}"
+        raise AlgorithmError(f"{owner} shape: {x} uses {what}, which cannot set a size; sizes "
+                             "are ints or str names of symbolic sizes, which a kernel binds from "
+                             "its arguments' shapes (e.g. shape=(A.shape[0],) or shape=('N',))")
+    return size
+
+
 class Callable:
     """Shared behaviour of things that can be read at an index: Func and Input."""
 
@@ -84,10 +102,11 @@ class Input(Callable):
 
     def __init__(self, name, dtype, shape):
         self.name = _check_name("Input", name)
+        E.check_argument_name("Input", name)
         self.dtype = T.as_dtype(dtype)
         if isinstance(shape, (int, str)):
             shape = (shape,)
-        self.shape = tuple(size_expr(s, f"Input {name} shape") for s in shape)
+        self.shape = tuple(_shape_size(s, f"Input {name}") for s in shape)
         for x in self.shape:
             if isinstance(x, E.SizeVar):
                 x.source = self
@@ -386,8 +405,8 @@ class Func(Callable):
     def __init__(self, name=None, shape=None):
         self.name = _check_name("Func", name if name is not None else f"f{next(_counter)}")
         self.shape = None if shape is None else tuple(
-            size_expr(s, f"Func {self.name} shape") for s in (shape if isinstance(shape, (tuple, list))
-                                                           else (shape,)))
+            _shape_size(s, f"Func {self.name}") for s in (shape if isinstance(shape, (tuple, list))
+                                               else (shape,)))
         self.definitions: list[Definition] = []
         self.helpers: list[Func] = []   # Funcs made from nested / extra inline reductions
 
@@ -530,7 +549,7 @@ class Func(Callable):
         value = E.to_expr(value)
         dt = self.dtype
         if E.is_weak(value):
-            value = E._literal_as(value, dt, "assignment", name)
+            value = E._literal_as(value, dt, "assignment", f"Func {name}")
         if value.dtype.element() != dt:
             if not T.can_represent(dt, value.dtype):
                 raise AlgorithmError(f"{stage}: storing a {value.dtype} value into {name}, a {dt} "

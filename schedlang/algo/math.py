@@ -49,7 +49,7 @@ def tanh(x):
 
 
 def pow(x, y):  # noqa: A001
-    """x ** y in floating point."""
+    """x ** y: an integer power when both are integers (as numpy), else floating point."""
     return call_math("pow", x, y)
 
 

@@ -3,10 +3,15 @@
 Integer sums are put in a canonical linear form (so ``x + 1 - x`` folds and
 ``min(a, a + 3)`` picks ``a``), constants fold with our semantics (floor division,
 division by zero gives 0), and ``(c*x + y) // c`` style patterns reduce. It never
-changes a result: int64 index arithmetic is assumed not to overflow (as in Halide).
+changes a result: sums and products are rewritten only in ways that hold modulo 2**bits,
+and the folds that need the true order of values (comparisons, ``min``/``max``, ``//`` and
+``%`` by a constant) only where the operands cannot wrap: signed 32/64-bit index
+arithmetic that reads no data, assumed not to overflow (as in Halide).
 Example: ``simplify((x * 4 + 3) // 4)`` gives ``x``.
 """
 from __future__ import annotations
+
+import math
 
 from ..algo import expr as E
 from ..algo import types as T
@@ -125,6 +130,20 @@ def _is_index_math(e):
     return not found
 
 
+def _no_overflow(*es):
+    """Whether ordering folds (``x + 1 > x``, ``(x * 2) // 2 -> x``, ``min(x, x + 3)``) are
+    valid for these integer expressions: they are signed, at least 32 bits, and read no
+    data. Such index arithmetic over loop variables and sizes is assumed not to overflow (as
+    in Halide); narrow or unsigned types, and any value read from memory, wrap like C."""
+    return all(e.dtype.is_int and e.dtype.is_signed and e.dtype.bits >= 32 and _is_index_math(e)
+               for e in es)
+
+
+def _wrapped_is_zero(d, dtype):
+    """Whether a constant difference ``d`` is zero modulo 2**bits (the two sides equal)."""
+    return d % (1 << dtype.bits) == 0
+
+
 # ------------------------------------------------------------------ the simplifier
 
 class Simplifier:
@@ -207,9 +226,10 @@ class Simplifier:
                 return e
             return self.canon(e)
         if op == "add" and dt.is_float:
-            if cb == 0.0 and cb is not None:
+            # only -0.0 is an identity: -0.0 + 0.0 is 0.0
+            if cb is not None and cb == 0.0 and math.copysign(1.0, cb) < 0:
                 return a
-            if ca == 0.0 and ca is not None:
+            if ca is not None and ca == 0.0 and math.copysign(1.0, ca) < 0:
                 return b
         if op == "mul" and dt.is_float:
             if cb == 1.0:
@@ -224,7 +244,12 @@ class Simplifier:
             return self.minmax(op, a, b, dt)
         if op in E.CMP_OPS and a.dtype.is_int and a.dtype.lanes == 1:
             d = difference(a, b)
-            if d is not None:
+            if d is None:
+                return e
+            if op in ("eq", "ne"):
+                # a - b is exact modulo 2**bits, so equality folds even where values wrap
+                return mk_const(_wrapped_is_zero(d, a.dtype) == (op == "eq"), dt)
+            if _no_overflow(a, b):
                 return mk_const(fold(op, d, 0, a.dtype), dt)
             return e
         if op == "and":
@@ -242,6 +267,9 @@ class Simplifier:
     def floordiv(self, a, c, dt):
         if c == 1:
             return a
+        if not _no_overflow(a):
+            # (x * c) // c is not x once x * c has wrapped
+            return E.BinOp("floordiv", a, mk_const(c, dt))
         terms, const = linear(a)
         q = {k: [v[0] // c, v[1]] for k, v in terms.items() if v[0] % c == 0 and v[0] != 0}
         rest = {k: v for k, v in terms.items() if v[0] % c != 0}
@@ -258,6 +286,10 @@ class Simplifier:
     def mod(self, a, c, dt):
         if c == 1:
             return mk_const(0, dt)
+        if not _no_overflow(a) and c & (c - 1):
+            # a wrap changes a value by a multiple of 2**bits, which only a power of two
+            # divides: (x * 3 + 1) % 3 is not 1 once x * 3 has wrapped
+            return E.BinOp("mod", a, mk_const(c, dt))
         terms, const = linear(a)
         rest = {k: v for k, v in terms.items() if v[0] % c != 0}
         if not rest:
@@ -270,7 +302,8 @@ class Simplifier:
         if E.same(a, b):
             return a
         if dt.is_int:
-            d = difference(a, b)
+            ordered = _no_overflow(a, b)    # may a - b = constant decide the order?
+            d = difference(a, b) if ordered else None
             if d is not None:
                 return (a if d <= 0 else b) if op == "min" else (a if d >= 0 else b)
             # min(min(x, c1), c2) -> min(x, min(c1, c2)); same for max
@@ -286,7 +319,7 @@ class Simplifier:
                     return p
             # min(a, min(a', y)) where a - a' is constant
             for p, q in ((a, b), (b, a)):
-                if isinstance(q, E.BinOp) and q.op == op:
+                if ordered and isinstance(q, E.BinOp) and q.op == op:
                     for x, y in ((q.a, q.b), (q.b, q.a)):
                         d = difference(p, x)
                         if d is not None:

@@ -11,6 +11,7 @@ Example::
 """
 from __future__ import annotations
 
+import inspect
 import json
 import keyword
 
@@ -23,6 +24,13 @@ from .names import pipeline_names, rename_directives
 from .stage import StageSchedule, var_name
 
 MEMORIES = ("global", "shared", "local")
+# loop kinds whose iterations run at once: storage outside them shared by all is a race
+RACING_KINDS = ("parallel", "gpu_block", "gpu_thread")
+# the primitives a recorded directive may name (SPEC section 2), in the order SPEC lists them
+DIRECTIVE_OPS = ("split", "fuse", "tile", "reorder", "unroll", "vectorize", "parallel",
+                 "gpu_blocks", "gpu_threads", "gpu_tile", "compute_root", "compute_inline",
+                 "compute_at", "store_at", "store_root", "cache_read", "cache_write",
+                 "double_buffer", "tensorize", "rfactor", "bound", "prefetch", "assume")
 
 
 class FuncSchedule:
@@ -272,9 +280,14 @@ class Schedule:
             directives = data["directives"]
         except (ValueError, KeyError, TypeError) as e:
             raise ScheduleError(f"Schedule.from_json: not a schedlang schedule ({e})") from None
+        if not isinstance(data, dict) or not isinstance(directives, list):
+            raise ScheduleError("Schedule.from_json: not a schedlang schedule (\"directives\" "
+                                "must be a list of directives)")
         if data.get("schedlang_schedule") != 1:
             raise ScheduleError(f"Schedule.from_json: unsupported schedule format version "
                                 f"{data.get('schedlang_schedule')!r} (this schedlang reads 1)")
+        for n, d in enumerate(directives):
+            _directive_from_json(n, d)
         s = cls(*outputs)
         stored = data.get("names")
         if stored is not None:
@@ -282,7 +295,7 @@ class Schedule:
             # other automatic names: replay by canonical position
             try:
                 data = rename_directives(data, stored, s.pipeline_names)
-            except ValueError as e:
+            except (ValueError, TypeError) as e:
                 raise ScheduleError(f"Schedule.from_json: {e}; it was written for another "
                                     "algorithm") from None
             directives = data["directives"]
@@ -290,21 +303,36 @@ class Schedule:
         if data.get("outputs", names) != names:
             raise ScheduleError(f"Schedule.from_json: the schedule is for outputs "
                                 f"{data.get('outputs')}, not {names}")
-        for d in directives:
-            s.apply(Directive(d["func"], d["stage"], d["op"], d["args"], d.get("kwargs", {})))
+        for n, d in enumerate(directives):
+            directive = _directive_from_json(n, d)
+            try:
+                s.apply(directive)
+            except ScheduleError as e:
+                # say which directive of the text failed; the error itself names the primitive
+                what = "" if str(e).startswith(directive.op) else f" ({directive.op})"
+                raise type(e)(f"Schedule.from_json: directive {n}{what}: {e}") from None
         return s
 
     def apply(self, d: Directive):
         """Re-apply one recorded directive (used by from_json and the autotuner)."""
+        if d.op not in DIRECTIVE_OPS:
+            raise ScheduleError(f"unknown directive {d.op!r} for {d.func or 'the schedule'}; "
+                                f"the directives are: {', '.join(DIRECTIVE_OPS)}")
         if d.op == "assume":
-            return self.assume(d.args[0])
-        target = self[d.func]
-        if d.stage:
-            target = target.update(d.stage - 1)
-        method = getattr(target, d.op, None)
-        if method is None or d.op.startswith("_"):
-            raise ScheduleError(f"unknown directive {d.op!r} for {d.func}")
+            target, where = self, "assume"
+        else:
+            target = self[d.func]
+            if d.stage:
+                target = target.update(d.stage - 1)
+            where = f"{d.op} on {target.name}"
+        method = getattr(target, d.op)
         kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.kwargs.items()}
+        try:
+            inspect.signature(method).bind(*d.args, **kwargs)
+        except TypeError as e:
+            # the recorded arguments do not fit the primitive (an edited or foreign trace)
+            raise ScheduleError(f"{where}: the recorded arguments {d.args!r} and keyword "
+                                f"arguments {d.kwargs!r} do not fit {d.op}: {e}") from None
         return method(*d.args, **kwargs)
 
     def copy(self):
@@ -344,6 +372,9 @@ class Schedule:
         return False
 
     def _loop_level(self, f, consumer, v, directive):
+        """The level ("at", consumer, stage index, loop name) that ``directive(consumer, v)``
+        on ``f`` names. ``v`` is a loop of the consumer, or a loop spelled as the legal
+        locations list it, qualified by its stage (``g.x``, ``g.update(0).r``)."""
         g = self.lookup(consumer)
         name = var_name(v, directive, f.name)
         if isinstance(g, Input):
@@ -355,17 +386,102 @@ class Schedule:
             raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: {g.name} does not use "
                                 f"{f.name}. Legal locations for {f.name} are: "
                                 f"{', '.join(self.legal_locations(f))}")
-        stages = self.stages[id(g)]
-        for st in reversed(stages):
-            if any(dm.name == name for dm in st.dims) and (
-                    any(r.func is f or self._uses(r.func, f) for r in _refs(st.definition))):
-                return ("at", g, st.index, name)
-        for st in reversed(stages):
-            if any(dm.name == name for dm in st.dims):
-                return ("at", g, st.index, name)
+        index = self._stage_of_loop(f, g, name)
+        if index is not None:
+            return ("at", g, index, name)
+        for st in self.stages[id(g)]:
+            prefix = f"{st.name}."
+            if name.startswith(prefix) and any(dm.name == name[len(prefix):] for dm in st.dims):
+                return ("at", g, st.index, name[len(prefix):])
         raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: {g.name} has no loop "
                             f"named {name}. Legal locations for {f.name} are: "
                             f"{', '.join(self.legal_locations(f))}")
+
+    def _stage_of_loop(self, f, g, name):
+        """The stage of ``g`` whose loop a bare loop ``name`` means for producer ``f``: the
+        last one with that loop that reads ``f``, else the last one with that loop."""
+        stages = [st for st in reversed(self.stages[id(g)])
+                  if any(dm.name == name for dm in st.dims)]
+        for st in stages:
+            if any(r.func is f or self._uses(r.func, f) for r in _refs(st.definition)):
+                return st.index
+        return stages[0].index if stages else None
+
+    def _level_spelling(self, f, level):
+        """How the trace writes ``level``: its bare loop name when that names the same stage
+        on replay, else qualified by the stage (``g.update(0).x``)."""
+        _, g, index, name = level
+        if self._stage_of_loop(f, g, name) == index:
+            return name
+        return f"{self.stages[id(g)][index].name}.{name}"
+
+    def _level_text(self, level):
+        """A compute / store level as the user spells it: root, g.x or g.update(0).r."""
+        if level[0] != "at":
+            return level[0]
+        _, g, index, loop = level
+        return f"{self.stages[id(g)][index].name}.{loop}"
+
+    def _placement_conflict(self, f, store, compute, loops=None):
+        """Why ``f`` cannot be stored at level ``store`` and computed at level ``compute``,
+        as far as the compute level's stage shows (its current loops, or ``loops``: (name,
+        kind) pairs, outermost first); '' when it may. Where the two levels lie in different
+        consumers, it depends on where those are placed, which compile checks."""
+        if store is None or compute is None or compute[0] != "at" or store == compute:
+            return ""
+        _, g, stage, compute_loop = compute
+        st = self.stages[id(g)][stage]
+        loops = loops if loops is not None else [(d.name, d.kind) for d in st.dims]
+        names = [name for name, _ in loops]
+        if compute_loop not in names:
+            return ""
+        inner = names.index(compute_loop)
+        outer = 0
+        if store[0] == "at":
+            if store[1] is not g:
+                return ""
+            if store[2] != stage:
+                return (f"{self._level_text(store)} and {self._level_text(compute)} are loops "
+                        f"of different stages of {g.name}, so neither encloses the other; store "
+                        "and compute it in loops of one stage")
+            if store[3] not in names:
+                return ""
+            outer = names.index(store[3])
+            if outer > inner:
+                return (f"{g.name}'s loop {store[3]} is inside its loop {compute_loop} (the loops "
+                        f"of {st.name} are {', '.join(names)}); the store level must be at or "
+                        "outside the compute level")
+            outer += 1
+        for name, kind in loops[outer:inner + 1]:
+            if kind in RACING_KINDS:
+                return (f"{st.name}'s loop {name} is {kind} and lies between the two, so its "
+                        f"iterations would share {f.name}'s storage (a race); store it at or "
+                        f"inside {name}, or keep {name} serial")
+        return ""
+
+    def _check_placement(self, f, store, compute, directive, where):
+        """Raise the ScheduleError of ``directive`` on ``where`` if ``f`` cannot be stored at
+        ``store`` and computed at ``compute`` (see ``_placement_conflict``)."""
+        why = self._placement_conflict(f, store, compute)
+        if why:
+            raise ScheduleError(f"{directive} on {where}: {f.name} would be stored at "
+                                f"{self._level_text(store)} and computed at "
+                                f"{self._level_text(compute)}, but {why}")
+
+    def _check_placements_in(self, st, loops, directive):
+        """Changing stage ``st``'s loops to ``loops`` ((name, kind) pairs, outermost first:
+        a reorder, a parallel or GPU mark) must keep legal every Func computed in them."""
+        for f in self.funcs:
+            fs = self.fsched[id(f)]
+            compute = fs.compute
+            if compute[0] != "at" or compute[1] is not st.func or compute[2] != st.index:
+                continue
+            why = self._placement_conflict(f, fs.store, compute, loops)
+            if why:
+                raise ScheduleError(f"{directive} on {st.name}: {f.name} is stored at "
+                                    f"{self._level_text(fs.store)} and computed at "
+                                    f"{self._level_text(compute)}, and after this directive "
+                                    f"{why}")
 
     def legal_locations(self, f):
         """``root`` and every ``consumer.loop`` that (transitively) uses ``f``."""
@@ -490,6 +606,40 @@ class Schedule:
     def _rfactor(self, st, rv, name):
         from .rfactor import rfactor
         return rfactor(self, st, rv, name)
+
+
+def _directive_from_json(n, d):
+    """Directive number ``n`` of a JSON schedule, checked to have the shape ``to_json``
+    writes: {"func": str, "stage": int, "op": str, "args": list, "kwargs": {str: ...}}."""
+    where = f"Schedule.from_json: directive {n}"
+    if not isinstance(d, dict):
+        raise ScheduleError(f"{where} is {d!r}; each directive must be an object with func, "
+                            "stage, op, args and kwargs")
+    op = d.get("op")
+    if not isinstance(op, str):
+        raise ScheduleError(f"{where}: " + ("it has no \"op\"" if "op" not in d else
+                                              f"\"op\" must be a str, got {op!r}")
+                            + f"; give the primitive's name ({', '.join(DIRECTIVE_OPS)})")
+    if op not in DIRECTIVE_OPS:
+        raise ScheduleError(f"{where}: unknown directive {op!r}; the directives are: "
+                            f"{', '.join(DIRECTIVE_OPS)}")
+    unknown = sorted(set(d) - {"func", "stage", "op", "args", "kwargs"})
+    if unknown:
+        raise ScheduleError(f"{where} ({op}): unknown field(s) {', '.join(map(repr, unknown))}; "
+                            "a directive has func, stage, op, args and kwargs")
+    for key, want, ok in (("func", "a str (the Func's name)", lambda x: isinstance(x, str)),
+                          ("stage", "an int >= 0 (0: the pure definition, n: update(n - 1))",
+                           lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 0),
+                          ("args", "a list", lambda x: isinstance(x, list))):
+        if key not in d:
+            raise ScheduleError(f"{where} ({op}): it has no {key!r}; it must be {want}")
+        if not ok(d[key]):
+            raise ScheduleError(f"{where} ({op}): {key!r} must be {want}, got {d[key]!r}")
+    kwargs = d.get("kwargs", {})
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise ScheduleError(f"{where} ({op}): 'kwargs' must be an object of keyword arguments, "
+                            f"got {kwargs!r}")
+    return Directive(d["func"], d["stage"], op, d["args"], kwargs)
 
 
 def _bare_name_ok(name):

@@ -7,6 +7,8 @@ Example: ``io, ii = s[C].split(i, 32); s[C].vectorize(ii, 16)``.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from ..algo import expr as E
 from ..errors import ScheduleError
 
@@ -39,6 +41,21 @@ class Split:
 def _positive_int(x) -> bool:
     """A split factor / tile size: an int >= 1 (not a bool)."""
     return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
+def _names_ok(names, n) -> bool:
+    """``names=`` of a split / tile: a tuple or list of ``n`` non-empty strings."""
+    return isinstance(names, (list, tuple)) and len(names) == n and all(
+        isinstance(x, str) and x for x in names)
+
+
+def _renamed(error, directive, stage):
+    """``error``, raised by a primitive inside the compound ``directive`` on ``stage``,
+    restated as ``directive``'s own error: the reason stays, the inner directive's name goes."""
+    text = str(error)
+    marker = f" on {stage}: "
+    reason = text.split(marker, 1)[1] if marker in text else text
+    return type(error)(f"{directive} on {stage}: {reason}")
 
 
 def var_name(v, directive, stage) -> str:
@@ -99,6 +116,29 @@ class StageSchedule:
     def _is_output(self):
         return any(self.func is o for o in self.schedule.outputs)
 
+    @contextmanager
+    def _atomic(self, directive):
+        """Run the primitives a compound directive (tile, gpu_tile, vectorize with a width,
+        unroll with a factor) is made of as one step: if one of them is rejected, the stage's
+        loops are put back exactly as they were and the error names ``directive``, the call
+        the user made, rather than the inner split or reorder. The inner steps are not
+        traced."""
+        dims_list, dims, splits_list, splits = self.dims, list(self.dims), self.splits, \
+            list(self.splits)
+        marks = [(d.kind, d.gpu_dim) for d in dims]
+        rec = self.schedule._pause()
+        try:
+            yield
+        except ScheduleError as e:
+            # restore the very list and Dim objects: a cache_write'd stage may share them
+            for d, (kind, gpu_dim) in zip(dims, marks):
+                d.kind, d.gpu_dim = kind, gpu_dim
+            dims_list[:], splits_list[:] = dims, splits
+            self.dims, self.splits = dims_list, splits_list
+            raise _renamed(e, directive, self.name) from None
+        finally:
+            self.schedule._resume(rec)
+
     def loop_names(self):
         """The stage's loops, outermost first."""
         return [d.name for d in self.dims]
@@ -140,8 +180,9 @@ class StageSchedule:
                                     "the caller's array; use tail='guard' or 'shift'")
         if names is None:
             names = (f"{d.name}.o", f"{d.name}.i")
-        if len(names) != 2 or not all(isinstance(n, str) and n for n in names):
-            raise ScheduleError(f"{directive} on {self.name}: names must be two strings")
+        if not _names_ok(names, 2):
+            raise ScheduleError(f"{directive} on {self.name}: names must be two non-empty "
+                                f"strings (outer, inner), got {names!r}")
         outer, inner = (self._fresh(n, directive) for n in names)
         if outer == inner:
             raise ScheduleError(f"{directive} on {self.name}: the two new names must differ")
@@ -184,7 +225,9 @@ class StageSchedule:
         new = list(self.dims)
         for p, d in zip(positions, dims):
             new[p] = d
-        self._check_order(new, f"reorder({', '.join(names)})")
+        directive = f"reorder({', '.join(names)})"
+        self._check_order(new, directive)
+        self.schedule._check_placements_in(self, [(d.name, d.kind) for d in new], directive)
         self.dims = new
         self._record("reorder", names)
         return self
@@ -204,53 +247,73 @@ class StageSchedule:
     def tile(self, y, x, ty, tx, tail="auto", names=None):
         """Split ``y`` by ``ty`` and ``x`` by ``tx`` and order them yo, xo, yi, xi."""
         dy, dx = self._dim(y, "tile"), self._dim(x, "tile")
+        directive = f"tile({dy.name}, {dx.name}, {ty!r}, {tx!r})"
+        if dy is dx:
+            raise ScheduleError(f"{directive} on {self.name}: {dy.name} is given twice; tile two "
+                                f"different loops of {self.name} ({', '.join(self.loop_names())})")
         if not all(_positive_int(f) for f in (ty, tx)):
-            raise ScheduleError(f"tile({dy.name}, {dx.name}, {ty!r}, {tx!r}) on {self.name}: "
-                                    "the tile sizes (split factors) must be positive ints")
+            raise ScheduleError(f"{directive} on {self.name}: the tile sizes (split factors) must "
+                                "be positive ints")
         if names is None:
             names = (f"{dy.name}.o", f"{dx.name}.o", f"{dy.name}.i", f"{dx.name}.i")
-        rec = self.schedule._pause()
-        try:
+        if not _names_ok(names, 4):
+            raise ScheduleError(f"{directive} on {self.name}: tile takes 4 names (yo, xo, yi, xi), "
+                                f"each a non-empty string, got names={names!r}")
+        with self._atomic(directive):
             yo, yi = self.split(dy.name, ty, tail, names=(names[0], names[2]))
             xo, xi = self.split(dx.name, tx, tail, names=(names[1], names[3]))
             self.reorder(yo, xo, yi, xi)
-        finally:
-            self.schedule._resume(rec)
         self._record("tile", [dy.name, dx.name, ty, tx], {"tail": tail, "names": list(names)})
         return yo, xo, yi, xi
 
     # ------------------------------------------------------------------ loop kinds
-    def _mark(self, v, kind, directive, gpu_dim=0):
+    def _markable(self, v, kind, directive):
+        """The loop ``v``, checked to be free to become ``kind``."""
         d = self._dim(v, directive)
         if d.kind != "serial" and d.kind != kind:
             raise ScheduleError(f"{directive}({d.name}) on {self.name}: {d.name} is already "
                                 f"{d.kind}")
+        return d
+
+    def _check_marks(self, kinds, directive):
+        """Marking loops as ``kinds`` ({name: kind}) must not make a Func computed in this
+        stage's loops share storage across parallel iterations."""
+        loops = [(d.name, kinds.get(d.name, d.kind)) for d in self.dims]
+        self.schedule._check_placements_in(self, loops, directive)
+
+    def _mark(self, v, kind, directive, gpu_dim=0):
+        d = self._markable(v, kind, directive)
         d.kind, d.gpu_dim = kind, gpu_dim
         return d
 
     def unroll(self, v, factor=None):
         """Unroll loop ``v`` fully, or split it by ``factor`` and unroll the inner loop."""
-        if factor is not None:
-            if not _positive_int(factor):
-                raise ScheduleError(f"unroll({var_name(v, 'unroll', self.name)}, {factor!r}) on "
-                                    f"{self.name}: the factor must be a positive int")
-            rec = self.schedule._pause()
-            try:
-                _, vi = self.split(v, factor)
-                self._mark(vi, "unrolled", "unroll")
-            finally:
-                self.schedule._resume(rec)
-            self._record("unroll", [var_name(v, "unroll", self.name), factor])
-            return self
         name = var_name(v, "unroll", self.name)
-        ext = self._symbolic_extent(name)
-        if ext is not None:
-            raise ScheduleError(f"unroll({name}) on {self.name}: its extent is not a "
-                                f"compile-time constant (it depends on {ext}); unroll with a factor "
-                                f"(unroll({name}, 4)) or split it first")
-        d = self._mark(v, "unrolled", "unroll")
+        if factor is not None:
+            directive = f"unroll({name}, {factor!r})"
+            if not _positive_int(factor):
+                raise ScheduleError(f"{directive} on {self.name}: the factor must be a positive "
+                                    "int")
+            d = self._dim(name, "unroll")
+            with self._atomic(directive):
+                _, vi = self.split(d.name, factor)
+                self._mark(vi, "unrolled", "unroll")
+            self._record("unroll", [d.name, factor])
+            return self
+        d = self._markable(name, "unrolled", "unroll")
+        self._require_constant_extent(d.name, "unroll", f"a factor (unroll({name}, 4))")
+        self._mark(d.name, "unrolled", "unroll")
         self._record("unroll", [d.name])
         return self
+
+    def _require_constant_extent(self, name, directive, instead):
+        """Refuse ``directive(name)`` without a factor on a loop whose extent is symbolic:
+        its lanes / copies must be known when the code is generated."""
+        ext = self._symbolic_extent(name)
+        if ext is not None:
+            raise ScheduleError(f"{directive}({name}) on {self.name}: its extent is not a "
+                                f"compile-time constant (it depends on {ext}); {directive} with "
+                                f"{instead} or split it first{self._bound_hint(name)}")
 
     def vectorize(self, v, width=None):
         """Run loop ``v`` as SIMD lanes; with ``width``, split by it first and vectorize the
@@ -260,17 +323,17 @@ class StageSchedule:
             raise ScheduleError(f"vectorize({d.name}) on {self.name}: {d.name} is a reduction "
                                 "variable; use rfactor first")
         if width is not None:
+            directive = f"vectorize({d.name}, {width!r})"
             if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= 256:
-                raise ScheduleError(f"vectorize({d.name}, {width!r}) on {self.name}: the width "
-                                    "must be an int in [1, 256]")
-            rec = self.schedule._pause()
-            try:
+                raise ScheduleError(f"{directive} on {self.name}: the width must be an int in "
+                                    "[1, 256]")
+            with self._atomic(directive):
                 _, vi = self.split(d.name, width)
                 self._mark(vi, "vectorized", "vectorize")
-            finally:
-                self.schedule._resume(rec)
             self._record("vectorize", [d.name, width])
             return self
+        self._markable(d.name, "vectorized", "vectorize")
+        self._require_constant_extent(d.name, "vectorize", f"a width (vectorize({d.name}, 8))")
         self._mark(d.name, "vectorized", "vectorize")
         self._record("vectorize", [d.name])
         return self
@@ -282,6 +345,8 @@ class StageSchedule:
             raise ScheduleError(f"parallel({d.name}) on {self.name}: {d.name} is a reduction "
                                 "variable and its iterations depend on each other; use rfactor "
                                 "to make a pure loop and parallelize that")
+        self._markable(d.name, "parallel", "parallel")
+        self._check_marks({d.name: "parallel"}, f"parallel({d.name})")
         self._mark(d.name, "parallel", "parallel")
         self._record("parallel", [d.name])
         return self
@@ -291,15 +356,22 @@ class StageSchedule:
             vs = tuple(vs[0])
         if not 1 <= len(vs) <= 3:
             raise ScheduleError(f"{directive} on {self.name}: give 1 to 3 loops (x, y, z)")
-        names = []
-        for i, v in enumerate(vs):
-            d = self._dim(v, directive)
+        # check every loop before binding any, so a rejected call changes nothing
+        dims = []
+        for v in vs:
+            d = self._markable(v, kind, directive)
             if d.is_rvar:
                 raise ScheduleError(f"{directive}({d.name}) on {self.name}: {d.name} is a "
                                     "reduction variable; use rfactor first")
+            if any(d is x for x in dims):
+                raise ScheduleError(f"{directive}({', '.join(x.name for x in dims + [d])}) on "
+                                    f"{self.name}: {d.name} is given twice; bind each loop once")
+            dims.append(d)
+        self._check_marks({d.name: kind for d in dims},
+                          f"{directive}({', '.join(d.name for d in dims)})")
+        for i, d in enumerate(dims):
             self._mark(d.name, kind, directive, gpu_dim=i)
-            names.append(d.name)
-        return names
+        return [d.name for d in dims]
 
     def gpu_blocks(self, *vs):
         """Bind loops to GPU blocks (first var -> blockIdx.x)."""
@@ -321,22 +393,21 @@ class StageSchedule:
             raise ScheduleError(f"gpu_tile on {self.name}: give vars then sizes, e.g. "
                                 "gpu_tile(y, x, 16, 16)")
         vs, sizes = args[:n], args[n:]
+        names = [self._dim(v, "gpu_tile").name for v in vs]
+        directive = f"gpu_tile({', '.join(names + [repr(x) for x in sizes])})"
         if not all(_positive_int(f) for f in sizes):
-            shown = ", ".join([var_name(v, "gpu_tile", self.name) for v in vs]
-                              + [repr(x) for x in sizes])
-            raise ScheduleError(f"gpu_tile({shown}) on {self.name}: the tile sizes "
-                                "(split factors) must be positive ints")
-        rec = self.schedule._pause()
-        try:
-            pairs = [self.split(v, f, tail) for v, f in zip(vs, sizes)]
+            raise ScheduleError(f"{directive} on {self.name}: the tile sizes (split factors) must "
+                                "be positive ints")
+        if len(set(names)) != len(names):
+            raise ScheduleError(f"{directive} on {self.name}: a loop is given twice; tile "
+                                f"different loops of {self.name} ({', '.join(self.loop_names())})")
+        with self._atomic(directive):
+            pairs = [self.split(v, f, tail) for v, f in zip(names, sizes)]
             outs, ins = [p[0] for p in pairs], [p[1] for p in pairs]
             self.reorder(*(outs + ins))
             self.gpu_blocks(*reversed(outs))
             self.gpu_threads(*reversed(ins))
-        finally:
-            self.schedule._resume(rec)
-        self._record("gpu_tile", [var_name(v, "gpu_tile", self.name) for v in vs] + list(sizes),
-                     {"tail": tail})
+        self._record("gpu_tile", names + list(sizes), {"tail": tail})
         return tuple(outs + ins)
 
     def tensorize(self, v, intrinsic):
@@ -422,9 +493,9 @@ class StageSchedule:
 
     def _symbolic_extent(self, name):
         """The extent of loop ``name`` when the schedule alone shows it is not a constant: a
-        dimension of an output over a symbolic size, an RDom dimension of symbolic extent,
-        or a split's outer loop / a fused loop made from one; else None (a constant, or
-        known only once bounds inference has run)."""
+        pure dimension of an output over a symbolic size that no bound() fixes, an RDom
+        dimension of symbolic extent, or a split's outer loop / a fused loop made from one;
+        else None (a constant, or known only once bounds inference has run)."""
         for sp in self.splits:
             if sp.kind == "split" and sp.outer == name:
                 return self._symbolic_extent(sp.old)
@@ -436,13 +507,37 @@ class StageSchedule:
                 continue
             if isinstance(var, E.RVar):
                 ext = var.rdom.bounds[var.dim][1]
-            elif (self.index == 0 and self._is_output() and self.func.shape is not None
-                  and name not in self.bounds):
-                ext = self._output_size(name)
+            elif self._is_output() and self.func.shape is not None:
+                # every stage of an output loops a pure variable over the output's region
+                # along the dimension it indexes: the shape, unless bound() fixed it
+                dim = self._pure_dimension(name)
+                if dim is None or self._dimension_name(dim) in self._pure_stage().bounds:
+                    return None
+                ext = self.func.shape[dim]
             else:
                 return None
             return None if isinstance(ext, (int, E.Const)) else ext
         return None
+
+    def _pure_stage(self):
+        return self.schedule.stage_schedules(self.func)[0]
+
+    def _pure_dimension(self, name):
+        """The dimension of the Func that this stage's pure variable ``name`` indexes."""
+        return next((i for i, a in enumerate(self.definition.args)
+                     if isinstance(a, E.Var) and a.name == name), None)
+
+    def _dimension_name(self, dim):
+        """The name of dimension ``dim`` in the Func's pure definition (what bound() takes)."""
+        return self.func.definitions[0].args[dim].name
+
+    def _bound_hint(self, name):
+        """How bound() could make loop ``name`` constant, when it is a dimension of the Func."""
+        dim = self._pure_dimension(name)
+        if dim is None or not self._is_output():
+            return ""
+        pure = self._dimension_name(dim)
+        return f", or state its extent with s[{self.func.name}].bound({pure}, 0, n)"
 
     def _output_size(self, name):
         """The shape of this output Func along its pure dimension ``name``."""
@@ -508,8 +603,11 @@ class StageSchedule:
         """Compute this Func inside loop ``v`` of ``consumer``, just the region needed there."""
         fs = self._func_directive("compute_at")
         level = self.schedule._loop_level(self.func, consumer, v, "compute_at")
+        spelled = self.schedule._level_spelling(self.func, level)
+        self.schedule._check_placement(self.func, fs.store, level,
+                                       f"compute_at({level[1].name}, {spelled})", self.name)
         fs.compute = level
-        self._record("compute_at", [level[1].name, level[3]])
+        self._record("compute_at", [level[1].name, spelled])
         return self
 
     def store_at(self, consumer, v):
@@ -517,13 +615,18 @@ class StageSchedule:
         level), so it is reused across the loops in between."""
         fs = self._func_directive("store_at")
         level = self.schedule._loop_level(self.func, consumer, v, "store_at")
+        spelled = self.schedule._level_spelling(self.func, level)
+        self.schedule._check_placement(self.func, level, fs.compute,
+                                       f"store_at({level[1].name}, {spelled})", self.name)
         fs.store = level
-        self._record("store_at", [level[1].name, level[3]])
+        self._record("store_at", [level[1].name, spelled])
         return self
 
     def store_root(self):
         """Allocate this Func's storage at the top of the pipeline."""
         fs = self._func_directive("store_root")
+        self.schedule._check_placement(self.func, ("root",), fs.compute, "store_root",
+                                       self.name)
         fs.store = ("root",)
         self._record("store_root", [])
         return self

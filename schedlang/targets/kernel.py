@@ -177,12 +177,13 @@ class Kernel:
         names = {i.name for i in self.inputs} | {p.name for p in self.params}
         missing = sorted(names - set(kwargs))
         extra = sorted(set(kwargs) - names)
+        takes = ", ".join(sorted(names)) if names else "no arguments"
         if missing:
             raise ArgumentError(f"missing argument(s): {', '.join(missing)}; the kernel takes "
-                                f"{', '.join(sorted(names))}")
+                                f"{takes}")
         if extra:
             raise ArgumentError(f"unexpected argument(s): {', '.join(extra)}; the kernel takes "
-                                f"{', '.join(sorted(names))}")
+                                f"{takes}")
         sizes, where = {}, {}
         values = {}
         # in the order of the call, so a size conflict names the arrays in the user's order

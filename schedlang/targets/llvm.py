@@ -566,12 +566,14 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
             if v >= 1 << (dt.bits - 1):  # print in two's complement, as LLVM reads it
                 v -= 1 << dt.bits
             return ir.Constant(ty, v)
-        if dt.name == "bfloat16":
-            return ir.Constant(I16, int(float32_to_bfloat16_bits(np.float32(value))))
-        if dt.name == "float16":
-            return ir.Constant(F16, float(np.float16(value)))
-        if dt.name == "float32":
-            return ir.Constant(F32, float(np.float32(value)))
+        # a float literal beyond the type's range is inf (as numpy's), without numpy's warning
+        with np.errstate(over="ignore"):
+            if dt.name == "bfloat16":
+                return ir.Constant(I16, int(float32_to_bfloat16_bits(np.float32(value))))
+            if dt.name == "float16":
+                return ir.Constant(F16, float(np.float16(value)))
+            if dt.name == "float32":
+                return ir.Constant(F32, float(np.float32(value)))
         return ir.Constant(F64, float(value))
 
     def _const_like(self, value_type, py_value):

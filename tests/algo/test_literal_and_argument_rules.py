@@ -1,0 +1,274 @@
+"""Weak-literal typing of ``**``, shifts, ``select`` and float operands (SPEC §1), and the
+kernel's arguments: Inputs and Params as written, reserved names, what sl.compile takes."""
+import warnings
+
+import numpy as np
+import pytest
+
+import schedlang as sl
+
+x = sl.Var("x")
+
+
+def compile_1d(dtype, fn, name="f", **schedule):
+    """A kernel computing ``fn(A[x])`` over a 1-D Input ``A`` of ``dtype``."""
+    A = sl.Input("A", dtype, ("N",))
+    f = sl.Func(name, shape=(A.shape[0],))
+    f[x] = fn(A[x])
+    s = sl.Schedule(f)
+    if schedule.get("vectorize"):
+        s[f].vectorize(x, schedule["vectorize"])
+    return sl.compile(f, s)
+
+
+INT32_VALUES = np.array([3, -2, 5, 0, 1, -1, 7, 2, 11, -13, 2, 6, 9, 4, -3, 8], np.int32)
+
+
+# ----------------------------------------------------------------------------- int ** int
+
+@pytest.mark.parametrize("exponent", [0, 1, 2, 16, 17, 31, 40, 1000])
+def test_int_power_of_literal_is_int_like_numpy(exponent):
+    kern = compile_1d(sl.int32, lambda a: a ** exponent)
+    got = kern(A=INT32_VALUES)
+    with np.errstate(all="ignore"):
+        want = INT32_VALUES ** np.int32(exponent)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
+
+
+def test_literal_base_to_int_power_is_int():
+    exponents = np.arange(16, dtype=np.int32)
+    got = compile_1d(sl.int32, lambda a: 2 ** a)(A=exponents)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, 2 ** exponents)
+
+
+@pytest.mark.parametrize("vector_width", [None, 8])
+def test_typed_int_power_matches_numpy(vector_width):
+    A = sl.Input("A", sl.int32, ("N",))
+    B = sl.Input("B", sl.int32, ("N",))
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = sl.pow(A[x], B[x])
+    g = sl.Func("g", shape=(A.shape[0],))
+    g[x] = A[x] ** B[x]
+    assert f.dtype == sl.int32 and g.dtype == sl.int32
+    b = np.array([3, 5, 2, 31, 0, 7, 11, 30, 1, 4, 63, 2, 9, 12, 5, 40], np.int32)
+    for func in (f, g):
+        s = sl.Schedule(func)
+        if vector_width:
+            s[func].vectorize(x, vector_width)
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(sl.compile(func, s)(A=INT32_VALUES, B=b),
+                                          INT32_VALUES ** b)
+
+
+def test_int_power_promotes_like_numpy():
+    A8 = sl.Input("A8", sl.uint8, ("N",))
+    B8 = sl.Input("B8", sl.int8, ("N",))
+    C = sl.Input("C", sl.bool, ("N",))
+    I = sl.Input("I", sl.int32, ("N",))
+    assert (A8[x] ** B8[x]).dtype == sl.int16              # numpy: uint8 ** int8 -> int16
+    assert (C[x] ** I[x]).dtype == sl.int32                # bool ** int32 -> int32
+    assert (C[x] ** C[x]).dtype == sl.int8                 # bool ** bool -> int8
+    assert (C[x] ** 2).dtype == sl.int32                   # a literal next to a bool: int32
+    assert (I[x] ** 2.5).dtype == sl.float32
+
+
+def test_int8_power_wraps_like_numpy():
+    a = np.arange(-4, 4, dtype=np.int8)
+    got = compile_1d(sl.int8, lambda v: v ** 100)(A=a)
+    assert got.dtype == np.int8
+    np.testing.assert_array_equal(got, a ** np.int8(100))
+
+
+def test_negative_literal_exponent_of_int_is_an_error():
+    A = sl.Input("A", sl.int32, ("N",))
+    with pytest.raises(sl.AlgorithmError, match=r"A\[x\] \*\* -1: an integer to a negative "
+                                                r"integer power.*sl.cast\(sl.float32, A\[x\]\)"):
+        A[x] ** -1
+    F = sl.Input("F", sl.float32, ("N",))
+    assert (F[x] ** -1).dtype == sl.float32                # a float base takes it
+
+
+def test_exponent_literal_must_fit_the_base_type():
+    A = sl.Input("A", sl.int8, ("N",))
+    with pytest.raises(sl.AlgorithmError, match=r"the literal 300 does not fit sl.int8 "
+                                                r"\(the type of the other operand of '\*\*'\)"):
+        A[x] ** 300
+
+
+# ------------------------------------------------------- int literals next to float operands
+
+@pytest.mark.parametrize("dtype, literal", [(sl.float16, 100000), (sl.float32, 2 ** 200),
+                                            (sl.bfloat16, 2 ** 130)])
+def test_int_literal_that_overflows_a_float_type_is_an_error(dtype, literal):
+    A = sl.Input("A", dtype, ("N",))
+    with pytest.raises(sl.AlgorithmError, match=rf"the int literal {literal} does not fit "
+                                                rf"{dtype!r}.*round to inf"):
+        A[x] + literal
+
+
+def test_int_literal_that_rounds_to_the_largest_float16_is_kept():
+    got = compile_1d(sl.float16, lambda a: a + 65519)(A=np.zeros(2, np.float16))
+    np.testing.assert_array_equal(got, np.float16(65504))
+
+
+def test_float_literal_that_overflows_gives_inf_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = compile_1d(sl.float32, lambda a: a + 1e300)(A=np.ones(2, np.float32))
+    np.testing.assert_array_equal(got, np.full(2, np.inf, np.float32))
+
+
+# ----------------------------------------------------------------------------- shifts
+
+def test_shifts_promote_like_numpy():
+    U8 = sl.Input("U8", sl.uint8, ("N",))
+    I64 = sl.Input("I64", sl.int64, ("N",))
+    I32 = sl.Input("I32", sl.int32, ("N",))
+    C = sl.Input("C", sl.bool, ("N",))
+    assert (U8[x] << I64[x]).dtype == sl.int64
+    assert (C[x] << I32[x]).dtype == sl.int32
+    assert (C[x] >> C[x]).dtype == sl.int8
+    assert (1 << U8[x]).dtype == sl.uint8
+    assert (U8[x] >> 1).dtype == sl.uint8
+
+
+def test_uint8_shifted_by_int64_matches_numpy():
+    A = sl.Input("A", sl.uint8, ("N",))
+    B = sl.Input("B", sl.int64, ("N",))
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] << B[x]
+    a = np.array([1, 255, 3, 128], np.uint8)
+    b = np.array([1, 8, 20, 40], np.int64)
+    got = sl.compile(f)(A=a, B=b)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, a << b)
+
+
+def test_literal_shifted_by_uint8_is_uint8():
+    a = np.arange(8, dtype=np.uint8)
+    got = compile_1d(sl.uint8, lambda v: 1 << v)(A=a)
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, np.uint8(1) << a)
+
+
+def test_shift_literal_rules():
+    U8 = sl.Input("U8", sl.uint8, ("N",))
+    I8 = sl.Input("I8", sl.int8, ("N",))
+    T = sl.Input("T", sl.int32, ("N",))
+    with pytest.raises(sl.AlgorithmError, match=r"the literal 300 does not fit sl.uint8"):
+        U8[x] << 300
+    with pytest.raises(sl.AlgorithmError, match=r"U8\[x\] >> -1': a shift amount cannot be "
+                                                r"negative; use << 1"):
+        U8[x] >> -1
+    with pytest.raises(sl.AlgorithmError, match=r"shift amount cannot be negative"):
+        I8[x] << -2
+    with pytest.raises(sl.AlgorithmError, match=r"'<<' needs integer or bool operands, got the "
+                                                r"float literal 2.5 << sl.int32"):
+        2.5 << T[x]
+    with pytest.raises(sl.AlgorithmError, match=r"got sl.int32 << the float literal 2.5"):
+        T[x] << 2.5
+
+
+# --------------------------------------------------------------- the kernel's arguments
+
+def test_power_zero_keeps_the_input_as_an_argument():
+    # a fixed output shape: only the read of A makes A an argument
+    A = sl.Input("A", sl.int32, (4,))
+    f = sl.Func("f", shape=(4,))
+    f[x] = A[x] ** 0
+    kern = sl.compile(f)
+    a = INT32_VALUES[:4]
+    np.testing.assert_array_equal(kern(A=a), a ** 0)
+    with pytest.raises(sl.ArgumentError, match=r"missing argument\(s\): A; the kernel takes A$"):
+        kern()
+    F = sl.Input("F", sl.float32, (3,))
+    g = sl.Func("g", shape=(3,))
+    g[x] = F[x] ** 0
+    b = np.array([np.nan, 2.0, -np.inf], np.float32)
+    np.testing.assert_array_equal(sl.compile(g)(F=b), b ** 0)
+
+
+def test_param_whose_reads_fold_away_is_still_an_argument():
+    A = sl.Input("A", sl.float32, ("N",))
+    p = sl.Param("p", sl.float32)
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] + p ** 0
+    got = sl.compile(f)(A=np.ones(3, np.float32), p=5.0)
+    np.testing.assert_array_equal(got, np.full(3, 2.0, np.float32))
+
+
+def test_kernel_without_arguments_says_so():
+    f = sl.Func("f", shape=(3,))
+    f[x] = x + 1
+    kern = sl.compile(f)
+    with pytest.raises(sl.ArgumentError, match=r"unexpected argument\(s\): Z; the kernel takes "
+                                               r"no arguments$"):
+        kern(Z=1)
+
+
+def test_func_shape_with_a_param_is_an_error():
+    p = sl.Param("p", sl.int32)
+    with pytest.raises(sl.AlgorithmError, match=r"Func h shape: p uses the Param p, which cannot "
+                                                r"set a size; sizes are ints or str names of "
+                                                r"symbolic sizes"):
+        sl.Func("h", shape=(p,))
+    A = sl.Input("A", sl.float32, ("N",))
+    with pytest.raises(sl.AlgorithmError, match=r"Func h shape: .* uses the Param p"):
+        sl.Func("h", shape=(A.shape[0] + p,))
+    with pytest.raises(sl.AlgorithmError, match=r"Input B shape: p uses the Param p, which "
+                                                r"cannot set a size"):
+        sl.Input("B", sl.float32, (p,))
+    with pytest.raises(sl.AlgorithmError, match=r"Func h shape: x uses the Var x"):
+        sl.Func("h", shape=(x,))
+
+
+@pytest.mark.parametrize("make", [lambda: sl.Input("out", sl.float32, ("N",)),
+                                  lambda: sl.Param("out", sl.int32)])
+def test_out_is_a_reserved_argument_name(make):
+    with pytest.raises(sl.AlgorithmError, match=r"name 'out' is reserved: a kernel takes the "
+                                                r"output array as out=\.\.\.; pick another name"):
+        make()
+
+
+@pytest.mark.parametrize("what, match", [
+    (5, r"take an output Func \(or a list of them, or a frontend Tensor\), got 5 \(int\)"),
+    ([], r"got an empty list"),
+    ("input", r"got the Input A; an Input is an argument of the kernel"),
+])
+def test_compile_of_something_else_than_funcs_is_a_compile_error(what, match):
+    if what == "input":
+        what = sl.Input("A", sl.float32, ("M", "N"))
+    with pytest.raises(sl.CompileError, match=match):
+        sl.compile(what)
+    with pytest.raises(sl.CompileError, match=match):
+        sl.lower(what)
+
+
+# ----------------------------------------------------------------- select, error messages
+
+def test_select_of_two_literals_is_int32_and_must_fit():
+    C = sl.Input("C", sl.bool, ("N",))
+    assert sl.select(C[x], 2, 0).dtype == sl.int32
+    with pytest.raises(sl.AlgorithmError, match=r"the literal 1099511627776 stands alone, so it "
+                                                r"is sl.int32"):
+        sl.select(C[x], 2 ** 40, 0)
+
+
+def test_frontend_where_of_a_literal_that_does_not_fit_int32_is_an_error():
+    import schedlang.frontend as F
+    cond = F.Tensor(np.array([True, False]))
+    with pytest.raises(sl.AlgorithmError, match=r"the literal 1099511627776 stands alone"):
+        F.where(cond, 2 ** 40, 0)
+
+
+def test_literal_error_names_no_internal_placeholder():
+    import schedlang.frontend as F
+    t = F.Tensor(np.zeros(3, np.uint8))
+    with pytest.raises(sl.AlgorithmError) as err:
+        t + 256
+    message = str(err.value)
+    assert "_p" not in message
+    assert "the literal 256 does not fit sl.uint8 (the type of the other operand of '+')" \
+        in message
