@@ -219,39 +219,16 @@ def mod(a, b):
     return elementwise("mod", lambda p, q: p % q, a, b)
 
 
-def _int_pow(p, q):
-    """``p ** q`` for integer ``p`` and ``q``, in their integer type (numpy / torch).
-
-    A small literal exponent multiplies out. Otherwise the power is taken in float64 and
-    rounded, exact whenever the result fits in 53 bits (every int32 result that does not
-    overflow); a negative exponent gives torch's result (0 unless the base is 1 or -1), and
-    a result beyond 64 bits gives 0 (exact for even bases, e.g. ``2 ** 70``)."""
-    p, q = E.to_expr(p), E.to_expr(q)
-    if E.is_weak(q) and 0 <= q.value <= 16 and not E.is_weak(p):
-        return p ** q
-    if E.is_weak(q) and q.value < 0:
-        raise sl.AlgorithmError(f"pow: an integer tensor to the negative power {q.value} is not "
-                                "an integer (numpy and torch refuse it too); cast the tensor "
-                                "to a float type first")
-    p, q = E.unify("pow", p, q)
-    p, q = E.fix_weak(p), E.fix_weak(q)
-    r = sl.pow(sl.cast(sl.float64, p), sl.cast(sl.float64, q))
-    # |r| < 1 only for negative exponents: truncating toward zero gives torch's 0
-    r = sl.select(q < 0, r, sl.floor(r + 0.5))
-    # to 64 bits, then narrowing wraps as numpy's overflow does; a float beyond the 64-bit
-    # range has no defined integer conversion, so it gives 0
-    up = sl.cast(sl.uint64, sl.select((r >= 0) & (r < 2.0 ** 64), r, 0.0))
-    down = sl.cast(sl.int64, sl.select((r < 0) & (r >= -2.0 ** 63), r, 0.0))
-    return sl.select(r >= 0, sl.cast(p.dtype, up), sl.cast(p.dtype, down))
-
-
 def pow(a, b):  # noqa: A001 - the op's name
-    """``a ** b``; integer operands give an integer result (as numpy / torch), floats a
-    float one. Example: ``x ** 2``, ``2 ** n`` or ``F.pow(x, y)``."""
+    """``a ** b``; integer operands give an exact integer power that wraps (as numpy),
+    floats a float one. Example: ``x ** 2``, ``2 ** n`` or ``F.pow(x, y)``."""
     def fn(p, q):
-        ep, eq = E.to_expr(p), E.to_expr(q)
-        if ep.dtype.is_int and eq.dtype.is_int:
-            return _int_pow(p, q)
+        q = E.to_expr(q)
+        if E.is_weak(q) and not q.dtype.is_float and q.value < 0 and \
+                not E.to_expr(p).dtype.is_float:
+            raise sl.AlgorithmError(f"pow: an integer tensor to the negative power {q.value} is "
+                                    "not an integer (numpy refuses it too); cast the tensor to a "
+                                    "float type first")
         return p ** q
     return elementwise("pow", fn, a, b)
 

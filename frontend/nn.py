@@ -255,6 +255,8 @@ def softmax(x, axis=None, *, dim=None):
     axis = _softmax_axis("softmax", x, axis, dim)
     if x.ndim == 0:
         return S.reshape(softmax(S.reshape(x, (1,)), 0), ())
+    if x.shape[axis] == 0:
+        return _empty_like_float(x)
     return _in_float32(_softmax, x, axis)
 
 
@@ -278,7 +280,14 @@ def log_softmax(x, axis=None, *, dim=None):
     axis = _softmax_axis("log_softmax", x, axis, dim)
     if x.ndim == 0:
         return S.reshape(log_softmax(S.reshape(x, (1,)), 0), ())
+    if x.shape[axis] == 0:
+        return _empty_like_float(x)
     return _in_float32(_log_softmax, x, axis)
+
+
+def _empty_like_float(x):
+    """A softmax over an empty axis: an empty result of ``x``'s shape, as torch gives."""
+    return x if x.dtype.is_float else EW.cast(x, sl.float32)
 
 
 def _log_softmax(x, axis):

@@ -374,9 +374,13 @@ def _reduction_nest(ctx, sl, func, definition, reds):
             inits.append(ir.Provide(idx, pargs, E.cast(T.int32, simplify(E.cast(I64, lo)))))
             cname = f"{acc.name}.better"
             better = E.Var(cname, T.bool_)
-            cmp = "gt" if red.op == "argmax" else "lt"
+            cmp = E.BinOp("gt" if red.op == "argmax" else "lt", body, cur)
+            if body.dtype.is_float:
+                # the first NaN wins, as numpy's argmax / argmin (and as maximum propagates)
+                cmp = E.BinOp("or", cmp, E.BinOp("and", E.BinOp("ne", body, body),
+                                                 E.BinOp("eq", cur, cur)))
             rv = full[red.rdom.vars[0].name]
-            updates.append(ir.LetStmt(cname, E.BinOp(cmp, body, cur), ir.make_block([
+            updates.append(ir.LetStmt(cname, cmp, ir.make_block([
                 ir.Provide(idx, pargs, E.Select(better, rv, E.FuncRef(idx, pargs))),
                 ir.Provide(acc, pargs, E.Select(better, body, cur))])))
             finals[id(red)] = E.FuncRef(idx, pargs)

@@ -546,3 +546,17 @@ def test_shape_from_two_inputs_sum():
     b = np.arange(10, 15, dtype=np.int32)
     out = sl.compile(f)(A=a, B=b)
     np.testing.assert_array_equal(out, np.concatenate([a, b]))
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_argmax_and_argmin_take_the_first_nan_as_numpy(op):
+    # sl.maximum propagates a NaN; argmax / argmin point at the first one, as numpy's
+    A = sl.Input("A", sl.float32, ("N",))
+    r = sl.RDom(A.shape[0], name="r")
+    f = sl.Func("f", shape=())
+    f[()] = getattr(sl, op)(A[r])
+    kern = sl.compile(f, sl.Schedule(f))
+    for a in ([1, np.nan, 3, 3], [np.nan, 1, np.nan], [2, 1, np.nan, 0], [np.inf, np.nan],
+              [3, 3, 1], [1, 2, 3]):
+        a = np.array(a, np.float32)
+        assert int(kern(A=a)) == getattr(np, op)(a), a

@@ -137,3 +137,23 @@ def test_math_of_integers_gives_numpys_float_type_and_torchs_where_numpy_has_non
     # erf, rsqrt and sigmoid are not numpy's: integers give float32, as torch
     assert {Tensor(a).erf().dtype, Tensor(a).rsqrt().dtype, Tensor(a).sigmoid().dtype} == \
         {sl.float32}
+
+
+def test_softmax_over_an_empty_axis_is_empty_as_torch():
+    z = np.zeros((2, 0), np.float32)
+    for op in (F.softmax, F.log_softmax):
+        for axis in (1, -1, 0):
+            got = op(Tensor(z), axis).numpy()
+            assert got.shape == (2, 0) and got.dtype == np.float32
+
+
+def test_integer_pow_is_exact_and_wraps_as_numpy():
+    a = np.array([2, 3, -5, 7, 0, 1, -1], np.int32)
+    b = np.array([3, 20, 13, 31, 0, 5, 7], np.int32)
+    np.testing.assert_array_equal((Tensor(a) ** Tensor(b)).numpy(), a ** b)
+    np.testing.assert_array_equal((2 ** Tensor(b)).numpy(), 2 ** b)
+    u = np.array([200, 3], np.uint8)
+    got = (Tensor(u) ** 3).numpy()
+    assert got.dtype == np.uint8 and got.tolist() == (u ** 3).tolist()
+    with pytest.raises(sl.AlgorithmError, match="pow: an integer tensor to the negative power -1"):
+        Tensor(a) ** -1
