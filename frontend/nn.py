@@ -575,7 +575,8 @@ def _avg_divide(total, params, size):
     """``total`` divided per output pixel by torch's avg_pool2d divisor: the window's
     extent clipped to the padded input (``count_include_pad``) or to the input itself."""
     (kh, kw), (sh, sw), (ph, pw), _, _, include_pad, _ = params
-    dt = total.dtype if total.dtype.is_float else sl.float32
+    # integer sums divide in float64, as numpy's true division (and the plain path) does
+    dt = total.dtype if total.dtype.is_float else sl.float64
 
     def extent(o, k, s, p, n):
         start = o * s - p

@@ -9,6 +9,7 @@ Example::
 from __future__ import annotations
 
 import builtins
+import functools
 
 import numpy as np
 
@@ -16,7 +17,7 @@ import schedlang as sl
 from schedlang.algo import expr as E
 from schedlang.algo import types as T
 
-from .elementwise import as_tensor, promote_operands
+from .elementwise import as_tensor, cast, promote_operands
 from .tensor import Tensor, scalar_key
 
 _INT32_MAX = 2**31 - 1
@@ -134,6 +135,9 @@ def flatten(x, start_dim=0, end_dim=-1):
         return reshape(x, 1)
     a = normalize_axis(start_dim, x.ndim, "flatten")
     b = normalize_axis(end_dim, x.ndim, "flatten")
+    if a > b:
+        raise sl.AlgorithmError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
+                                f"for a tensor of shape {x.shape}")
     merged = int(np.prod(x.shape[a:b + 1], dtype=np.int64))
     return reshape(x, x.shape[:a] + (merged,) + x.shape[b + 1:])
 
@@ -319,10 +323,17 @@ def pad(x, pad_width, value=0, mode="constant", *, constant_values=None):
     pairs = _pad_widths(pad_width, x.ndim)
     if all(a == 0 and b == 0 for a, b in pairs):
         return x
+    shape = tuple(n + a + b for (a, b), n in zip(pairs, x.shape))
     for (a, b), n in zip(pairs, x.shape):
         if n == 0 and (a or b):
-            raise sl.AlgorithmError(f"pad: cannot pad an empty dimension of shape {x.shape}")
-    shape = tuple(n + a + b for (a, b), n in zip(pairs, x.shape))
+            if mode != "constant":
+                raise sl.AlgorithmError(f"pad: mode {mode!r} cannot extend the empty dimension "
+                                        f"of shape {x.shape} (numpy cannot either); use "
+                                        "mode='constant'")
+            # nothing to read: every element is the fill, as numpy.pad gives
+            fill = _pad_value(x, value)
+            return Tensor.make("pad", (tuple(pairs), scalar_key(fill)), [x], shape, x.dtype,
+                               lambda idx: sl.cast(x.dtype, fill))
     if mode != "constant":
         def index_map(idx):
             return x.element([j if a == 0 and b == 0 else _source_index(j, a, n, mode)
@@ -500,7 +511,7 @@ def concat(tensors, *more, axis=_UNSET, dim=None):
         for m in more:
             items.extend(m if isinstance(m, (list, tuple)) else [m])
         tensors = items
-    elif more:
+    elif more or not isinstance(tensors, (list, tuple)):
         raise sl.AlgorithmError("concat: pass the tensors as one list, e.g. "
                                 "F.concat([a, b], axis=0)")
     tensors = [as_tensor(t, "concat") for t in tensors]
@@ -520,7 +531,10 @@ def concat(tensors, *more, axis=_UNSET, dim=None):
                                     f"{', '.join(str(u.shape) for u in tensors)} differ outside "
                                     "the concatenation axis")
     tensors = promote_operands(tensors)
+    # the result type of every operand, empty ones too (numpy's)
+    common = functools.reduce(T.promote_types, [t.dtype for t in tensors])
     tensors = [t for t in tensors if t.shape[ax] > 0] or tensors[:1]
+    tensors = [t if t.dtype == common else cast(t, common) for t in tensors]
     if len(tensors) == 1:
         return tensors[0]
     offsets = np.cumsum([0] + [t.shape[ax] for t in tensors]).tolist()

@@ -291,6 +291,14 @@ class Tensor:
                                     "use .numpy() for the array")
         return self.numpy().item()
 
+    def __float__(self):
+        """``float(t)`` of a one-element Tensor (it runs the graph), as numpy's."""
+        return float(self.item())
+
+    def __int__(self):
+        """``int(t)`` of a one-element Tensor (it runs the graph), as numpy's."""
+        return int(self.item())
+
 
 # ---------------------------------------------------------------------- graph key / cache
 
