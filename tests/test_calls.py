@@ -704,3 +704,18 @@ def test_a_torch_bfloat16_tensor_is_accepted():
     f[x] = sl.cast(sl.float32, A[x]) + 1
     got = sl.compile(f)(A=torch.tensor([1.5, -2.0, 256.0], dtype=torch.bfloat16))
     np.testing.assert_array_equal(got, [2.5, -1.0, 257.0])
+
+
+def test_time_takes_arguments_named_like_its_own_options():
+    # an Input named repeats / warmup / budget_s is the kernel's argument, not the option
+    X = sl.Input("repeats", sl.float32, (8,))
+    x = sl.Var("x")
+    C = sl.Func("C", shape=(8,))
+    C[x] = X[x] * 2.0
+    kern = sl.compile(C)
+    a = np.ones(8, np.float32)
+    stats = kern.time(repeats=a, budget_s=0.01)
+    assert stats.runs >= 3 and stats.median > 0
+    assert kern.time_arguments({"repeats": a}, warmup=0, repeats=2).runs == 2
+    with pytest.raises(sl.ArgumentError, match="missing argument"):
+        kern.time(budget_s=0.01)

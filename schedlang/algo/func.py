@@ -190,6 +190,7 @@ class RDom(E.ExprOps):
                                  "expression (a comparison)")
         new = RDom.__new__(RDom)
         new.name, new.bounds = self.name, list(self.bounds)
+        new.origin = getattr(self, "origin", self)   # r and r.where(...) may meet in one Func
         new.vars = [E.RVar(v.name, new, v.dim) for v in self.vars]
         mapping = {id(o): n for o, n in zip(self.vars, new.vars)}
         pred = _replace_rvars(pred, mapping)
@@ -445,10 +446,35 @@ class Func(Callable):
         if not isinstance(args, tuple):
             args = (args,)
         value = E.to_expr(value)
+        self._check_distinct_names(args, value)
         if not self.definitions:
             self._define_pure(args, value)
         else:
             self._define_update(args, value)
+
+    def _check_distinct_names(self, args, value):
+        """Loops are named by their variables: a pure Var and a reduction variable, or the
+        variables of two different RDoms, of one name in one definition would be one loop
+        (wrong sums), and a directive naming it could reach either."""
+        kinds = {}
+
+        def visit(n):
+            if isinstance(n, E.RVar):
+                rdom = getattr(n.rdom, "origin", n.rdom)
+                kinds.setdefault(n.name, {}).setdefault((id(rdom), n.dim), "an RDom variable")
+            elif isinstance(n, E.Var) and not isinstance(n, (E.SizeVar, E.Param)):
+                kinds.setdefault(n.name, {}).setdefault("var", "a Var")
+        for e in list(args) + [value]:
+            if isinstance(e, RDom):
+                e = e.as_expr() if e.ndim == 1 else E.to_expr(e.x)
+            E.walk_expr(E.to_expr(e), visit)
+        for vname, found in kinds.items():
+            if len(found) > 1:
+                what = " and ".join(sorted(set(found.values()))) if len(set(found.values())) > 1 \
+                    else "two different RDoms' variables"
+                raise AlgorithmError(f"{self.name}: {what} are both named {vname!r} in one "
+                                     "definition; give them different names (loops and schedule "
+                                     "directives are named by them)")
 
     # -- pure definition
     def _define_pure(self, args, value):

@@ -410,17 +410,17 @@ class Bench:
             for kern, ts in zip(kernels, times):
                 if self.cold:
                     flush_caches()
-                ts.append(kern.time(warmup=0, repeats=1, **self.inputs).median)
+                ts.append(kern.time_arguments(self.inputs, warmup=0, repeats=1).median)
         return [float(np.median(ts)) for ts in times]
 
     def _median_s(self, kern, budget_s):
         """The median run time, with cold caches when ``self.cold`` (``runs_start_cold``)."""
         if not self.cold:
-            return kern.time(warmup=1, budget_s=budget_s, **self.inputs).median
+            return kern.time_arguments(self.inputs, warmup=1, budget_s=budget_s).median
         times, end = [], time.perf_counter() + budget_s
         while len(times) < 3 or time.perf_counter() < end:
             flush_caches()
-            times.append(kern.time(warmup=0, repeats=1, **self.inputs).median)
+            times.append(kern.time_arguments(self.inputs, warmup=0, repeats=1).median)
         return float(np.median(times))
 
 

@@ -423,10 +423,23 @@ class Kernel:
             self._plans.clear()
         self._plans[key] = plan
 
-    def time(self, warmup=1, repeats=None, budget_s=0.5, **kwargs):
-        """Time the kernel: ``warmup`` untimed runs, then repeats until ``budget_s`` seconds
-        (at least 3 runs, or exactly ``repeats``). Returns TimingStats."""
-        values, _ = self._bind(kwargs)
+    def time(self, /, **kwargs):
+        """Time the kernel called with ``kwargs``: ``warmup=1`` untimed runs, then repeats
+        until ``budget_s=0.5`` seconds (at least 3 runs, or exactly ``repeats=``). A kernel
+        argument of one of those names is the argument, not the option. Returns TimingStats.
+        Example: ``kern.time(A=a, B=b, budget_s=1.0).median``."""
+        if any(not isinstance(k, str) for k in kwargs):
+            raise ArgumentError("time() takes keyword arguments only")
+        names = set(self._argument_names())
+        options = {k: kwargs.pop(k) for k in ("warmup", "repeats", "budget_s")
+                   if k in kwargs and k not in names}
+        return self.time_arguments(kwargs, **options)
+
+    def time_arguments(self, arguments, warmup=1, repeats=None, budget_s=0.5):
+        """``time`` with the kernel's arguments as a dict, kept apart from the options (the
+        autotuner's form: any argument names). Example:
+        ``kern.time_arguments({"A": a}, warmup=0, repeats=1)``."""
+        values, _ = self._bind(arguments)
         for _ in range(max(0, warmup)):
             self._run(values)
         times = []

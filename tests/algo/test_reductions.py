@@ -560,3 +560,27 @@ def test_argmax_and_argmin_take_the_first_nan_as_numpy(op):
               [3, 3, 1], [1, 2, 3]):
         a = np.array(a, np.float32)
         assert int(kern(A=a)) == getattr(np, op)(a), a
+
+
+def test_a_var_and_an_rdom_variable_of_one_name_are_refused():
+    # one loop name for both would sum the wrong elements (it gave [0, 35, 56, ...])
+    A = sl.Input("A", sl.float32, (6, 6))
+    x = sl.Var("x")
+    C = sl.Func("C", shape=(6,))
+    with pytest.raises(sl.AlgorithmError, match="C: a Var and an RDom variable are both "
+                                                "named 'x'"):
+        C[x] = sl.sum(A[x, sl.RDom(6, name="x")])
+
+
+def test_two_rdoms_of_one_name_are_refused_but_one_rdom_twice_is_fine():
+    B = sl.Input("B", sl.float32, (8, 8))
+    x = sl.Var("x")
+    C = sl.Func("C", shape=(8,))
+    with pytest.raises(sl.AlgorithmError, match="two different RDoms' variables are both "
+                                                "named 'r'"):
+        C[x] = sl.sum(B[x, sl.RDom(8, name="r")]) + sl.maximum(B[sl.RDom(8, name="r"), x])
+    r = sl.RDom(8, name="r")
+    D = sl.Func("D", shape=(8,))
+    D[x] = sl.sum(B[x, r]) + sl.maximum(B[sl.Var("x"), r])
+    b = np.random.default_rng(3).random((8, 8)).astype(np.float32)
+    np.testing.assert_allclose(sl.compile(D)(B=b), b.sum(1) + b.max(1), rtol=1e-6)
