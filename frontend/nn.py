@@ -195,14 +195,14 @@ def matmul(a, b):
                                 f"{a.shape} @ {b.shape}")
     M, N = a2.shape[-2], b2.shape[-1]
     shape = batch + (M, N)
-    transposed = _reads_transposed(b2)
-    if b2.shape[:-2] == batch and (transposed or _computes(b2)):
+    transposed, computed = _reads_transposed(b2), _computes(b2)
+    if b2.shape[:-2] == batch and (transposed or computed):
         # a right operand read transposed (x @ w.T) or computed (x @ v.gelu()): a Func of
         # its own, which the matmul's schedule fills panel by panel with columns contiguous
         # (frontend/matmul_schedule.py), not read across rows or computed per row tile
         op = "matmul_rhs_t" if transposed else "matmul_rhs"
         b2 = Tensor.materialize(op, (), [b2], b2.shape, b2.element)
-    elif _computes(b2):
+    elif computed:
         b2 = Tensor.materialize("matmul_operand", (), [b2], b2.shape, b2.element, root=True)
     if _computes(a2):
         # a computed left operand (x.gelu() @ v) is stored once, not computed in the inner
@@ -239,25 +239,31 @@ def _softmax_axis(op, x, axis, dim):
 
 def _in_float32(fn, x, *args):
     """``fn`` of a float16 / bfloat16 ``x`` computed in float32 and rounded once, as torch
-    does (its statistics in 16 bits lose most digits); of other types, ``fn(x)`` as is."""
+    does (its statistics in 16 bits lose most digits); of other types, ``fn(x)`` as is.
+    Tensor arguments (a layernorm's weight and bias) are widened too."""
     if x.dtype not in (sl.float16, sl.bfloat16):
         return fn(x, *args)
-    wide = [None if a is None else EW.cast(EW.as_tensor(a, "layernorm"), sl.float32)
-            if not isinstance(a, (int, float)) else a for a in args]
+    wide = [EW.cast(a, sl.float32) if isinstance(a, Tensor) else a for a in args]
     return EW.cast(fn(EW.cast(x, sl.float32), *wide), x.dtype)
+
+
+def _softmax_family(op, body, x, axis, dim):
+    """``body(x, axis)`` of a softmax-like op along ``axis`` / ``dim``: a 0-d tensor as
+    one element, an empty axis as an empty result (torch's), half precision in float32."""
+    x = EW.as_tensor(x, op)
+    axis = _softmax_axis(op, x, axis, dim)
+    if x.ndim == 0:
+        return S.reshape(_softmax_family(op, body, S.reshape(x, (1,)), 0, None), ())
+    if x.shape[axis] == 0:
+        return x if x.dtype.is_float else EW.cast(x, sl.float32)
+    return _in_float32(body, x, axis)
 
 
 def softmax(x, axis=None, *, dim=None):
     """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (or torch's ``dim=``; default
     the last); the exponentials are stored once (compute_root); float16 / bfloat16 in
     float32. Example: ``x.softmax(-1)``."""
-    x = EW.as_tensor(x, "softmax")
-    axis = _softmax_axis("softmax", x, axis, dim)
-    if x.ndim == 0:
-        return S.reshape(softmax(S.reshape(x, (1,)), 0), ())
-    if x.shape[axis] == 0:
-        return _empty_like_float(x)
-    return _in_float32(_softmax, x, axis)
+    return _softmax_family("softmax", _softmax, x, axis, dim)
 
 
 def _softmax(x, axis):
@@ -276,18 +282,7 @@ def _softmax(x, axis):
 def log_softmax(x, axis=None, *, dim=None):
     """``x - max - log(sum(exp(x - max)))`` along ``axis`` (or ``dim=``; default the
     last), float16 / bfloat16 in float32: ``x.log_softmax(-1)``."""
-    x = EW.as_tensor(x, "log_softmax")
-    axis = _softmax_axis("log_softmax", x, axis, dim)
-    if x.ndim == 0:
-        return S.reshape(log_softmax(S.reshape(x, (1,)), 0), ())
-    if x.shape[axis] == 0:
-        return _empty_like_float(x)
-    return _in_float32(_log_softmax, x, axis)
-
-
-def _empty_like_float(x):
-    """A softmax over an empty axis: an empty result of ``x``'s shape, as torch gives."""
-    return x if x.dtype.is_float else EW.cast(x, sl.float32)
+    return _softmax_family("log_softmax", _log_softmax, x, axis, dim)
 
 
 def _log_softmax(x, axis):

@@ -465,9 +465,8 @@ class Func(Callable):
             elif isinstance(n, E.Var) and not isinstance(n, (E.SizeVar, E.Param)):
                 kinds.setdefault(n.name, {}).setdefault("var", "a Var")
         for e in list(args) + [value]:
-            if isinstance(e, RDom):
-                e = e.as_expr() if e.ndim == 1 else E.to_expr(e.x)
-            E.walk_expr(E.to_expr(e), visit)
+            for part in (e.vars if isinstance(e, RDom) else [e]):
+                E.walk_expr(E.to_expr(part), visit)
         for vname, found in kinds.items():
             if len(found) > 1:
                 what = " and ".join(sorted(set(found.values()))) if len(set(found.values())) > 1 \

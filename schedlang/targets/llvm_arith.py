@@ -127,9 +127,7 @@ class ArithmeticCodegen:
         fmod = self._fmod(a, b)
         by_zero = bld.fcmp_ordered("==", b, c(0.0))
         # the remainder takes the divisor's sign (a NaN remainder is left as it is)
-        adjust = bld.and_(bld.fcmp_unordered("!=", fmod, c(0.0)),
-                          bld.xor(bld.fcmp_ordered("<", b, c(0.0)),
-                                  bld.fcmp_ordered("<", fmod, c(0.0))))
+        adjust = self._nonzero_with_other_sign(fmod, b)
         if want_mod:
             mod = bld.select(adjust, bld.fadd(fmod, b), fmod)
             zero = self._math("copysign", [c(0.0), b])       # a zero remainder: b's sign
@@ -144,6 +142,12 @@ class ArithmeticCodegen:
         zero = self._math("copysign", [c(0.0), quotient])    # a zero quotient: a / b's sign
         floor = bld.select(bld.fcmp_ordered("==", div, c(0.0)), zero, floor)
         return bld.select(by_zero, quotient, floor)
+
+    def _nonzero_with_other_sign(self, r, s):
+        """Whether ``r`` is non-zero and of the sign opposite to ``s`` (false for a NaN)."""
+        bld, zero = self.b, self._const_like(r.type, 0.0)
+        return bld.and_(bld.fcmp_ordered("!=", r, zero),
+                        bld.xor(bld.fcmp_ordered("<", r, zero), bld.fcmp_ordered("<", s, zero)))
 
     def _fmod(self, a, b):
         """C's fmod(a, b), exact, in vector instructions: a - trunc(a / b) * b with one fused
@@ -160,9 +164,7 @@ class ArithmeticCodegen:
         fma = self._intrinsic(f"llvm.fma.{_mangle(ty)}", ty, [ty] * 3)
         r = bld.call(fma, [bld.fneg(m), b, a])
         # m one too far: the remainder came out with the sign opposite to a's
-        overshot = bld.and_(bld.fcmp_ordered("!=", r, c(0.0)),
-                            bld.xor(bld.fcmp_ordered("<", r, c(0.0)),
-                                    bld.fcmp_ordered("<", a, c(0.0))))
+        overshot = self._nonzero_with_other_sign(r, a)
         r = bld.select(overshot, bld.fadd(r, self._math("copysign", [b, a])), r)
         abs_b = self._math1("abs", b)
         r = bld.select(bld.fcmp_ordered("==", abs_b, c(float("inf"))), a, r)   # fmod(a, inf)
