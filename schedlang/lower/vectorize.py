@@ -7,10 +7,12 @@ the same results. Example: ``for x in [0, 8) vectorized: out[x] = a[x] * 2`` bec
 """
 from __future__ import annotations
 
+import math
+
 from ..algo import expr as E
 from ..errors import ScheduleError
 from . import ir
-from .simplify import const_value, simplify
+from .simplify import _no_overflow, const_value, simplify
 from .unroll import describe_extent, describe_loop
 
 
@@ -26,10 +28,40 @@ def widen(e, lanes):
     return e if _lanes(e) == lanes else ir.Broadcast(e, lanes)
 
 
+def modulus_remainder(e, scope):
+    """``(m, r)`` such that the integer ``e`` is ``r`` modulo ``m`` (``m == 0``: ``e == r``
+    exactly), from its sums and products with constants; ``scope`` holds the same facts
+    about let-bound variables. Any other value is ``(1, 0)``: nothing known.
+    Example: ``modulus_remainder(x * 128 + y * 64 + 16, {})`` is ``(64, 16)``."""
+    v = const_value(e)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return 0, v
+    if isinstance(e, E.Var):
+        return scope.get(e.name, (1, 0))
+    if isinstance(e, E.Cast) and e.dtype.is_int and e.value.dtype.is_int:
+        m, r = modulus_remainder(e.value, scope)
+        if e.dtype.bits < e.value.dtype.bits:   # wrapping keeps residues modulo 2**bits
+            m = math.gcd(m, 1 << e.dtype.bits)
+            r %= m
+        return m, r
+    if isinstance(e, E.BinOp) and e.op in ("add", "sub", "mul"):
+        (ma, ra), (mb, rb) = modulus_remainder(e.a, scope), modulus_remainder(e.b, scope)
+        if e.op == "mul":
+            m = math.gcd(ma * mb, ma * rb, mb * ra)
+            r = ra * rb
+        else:
+            m = math.gcd(ma, mb)
+            r = ra + rb if e.op == "add" else ra - rb
+        return m, (r % m if m else r)
+    return 1, 0
+
+
 class Vectorizer:
-    def __init__(self, var, base, lanes):
+    def __init__(self, var, base, lanes, scope=None):
         self.lanes = lanes
         self.vmap = {var: ir.Ramp(base, E.Const(1, base.dtype), lanes)}
+        # modulus/remainder facts of the scalar lets around and inside the loop
+        self.scope = dict(scope or {})
 
     def expr(self, e):
         if isinstance(e, E.Var):
@@ -88,6 +120,12 @@ class Vectorizer:
             if ra and rb:
                 return ir.Ramp(simplify(E.BinOp(op, a.base, b.base)),
                                simplify(E.BinOp(op, a.stride, b.stride)), W)
+        if ra and op in ("floordiv", "mod") and sb:
+            same = self._same_quotient(a, scal(b))
+            if same is not None:
+                q = simplify(E.BinOp("floordiv", a.base, scal(b)))
+                return ir.Broadcast(q, W) if op == "floordiv" else \
+                    ir.Ramp(simplify(E.BinOp("mod", a.base, scal(b))), a.stride, W)
         if a.dtype.is_int and op == "mul":
             if ra and sb:
                 return ir.Ramp(simplify(E.BinOp("mul", a.base, scal(b))),
@@ -99,6 +137,19 @@ class Vectorizer:
             return ir.Broadcast(E.BinOp(op, scal(a), scal(b)), W)
         a, b = widen(a, W), widen(b, W)
         return E.BinOp(op, a, b, orig.dtype.with_lanes(W))
+
+    def _same_quotient(self, ramp, divisor):
+        """Whether every lane of the ramp has the same quotient by the constant ``divisor``:
+        the base's remainder modulo gcd(its known modulus, divisor), plus the ramp's span, stays
+        under that gcd (e.g. ``ramp(64*t + 16, 1, 16) // 128``, a tile inside a panel).
+        Index arithmetic is assumed not to wrap, as for the simplifier's ordering folds."""
+        c, stride = const_value(divisor), const_value(ramp.stride)
+        if not (isinstance(c, int) and c > 0 and isinstance(stride, int) and stride >= 0
+                and _no_overflow(ramp.base)):
+            return None
+        m, r = modulus_remainder(ramp.base, self.scope)
+        g = math.gcd(m, c) if m else c
+        return True if r % g + stride * (self.lanes - 1) < g else None
 
     def stmt(self, s):
         if s is None:
@@ -119,12 +170,16 @@ class Vectorizer:
             if isinstance(v, (ir.Ramp, ir.Broadcast)):
                 # keep the ramp visible to its uses (contiguous accesses); bind its scalar part
                 base = v.base if isinstance(v, ir.Ramp) else v.value
+                if base.dtype.is_int:
+                    self.scope[s.var] = modulus_remainder(base, self.scope)
                 bvar = E.Var(s.var, base.dtype)
                 self.vmap[s.var] = ir.Ramp(bvar, v.stride, v.lanes) if isinstance(v, ir.Ramp) \
                     else ir.Broadcast(bvar, v.lanes)
                 return ir.LetStmt(s.var, base, self.stmt(s.body))
             if _lanes(v) != 1:
                 self.vmap[s.var] = E.Var(s.var, v.dtype)
+            elif v.dtype.is_int:
+                self.scope[s.var] = modulus_remainder(v, self.scope)
             body = self.stmt(s.body)
             return ir.LetStmt(s.var, v, body)
         if isinstance(s, ir.For):
@@ -147,7 +202,19 @@ class Vectorizer:
 
 
 def vectorize_loops(stmt, ctx):
+    # modulus/remainder facts of the scalar lets enclosing the statement being rewritten
+    scope = {}
+
     def stmt_fn(s):
+        if isinstance(s, ir.LetStmt) and s.value.dtype.is_int and s.value.dtype.lanes == 1:
+            saved = scope.get(s.var)
+            scope[s.var] = modulus_remainder(s.value, scope)
+            body = ir.map_stmt(s.body, stmt_fn)
+            if saved is None:
+                del scope[s.var]
+            else:
+                scope[s.var] = saved
+            return s.replace(body=body)
         if isinstance(s, ir.For) and s.kind == "vectorized":
             body = ir.map_stmt(s.body, stmt_fn)
             n = const_value(simplify(s.extent))
@@ -159,7 +226,7 @@ def vectorize_loops(stmt, ctx):
             if n == 1 or ctx.debug_bounds:
                 return serial
             try:
-                return Vectorizer(s.var, simplify(s.min), n).stmt(body)
+                return Vectorizer(s.var, simplify(s.min), n, scope).stmt(body)
             except CannotVectorize:
                 return serial
         return None
