@@ -161,19 +161,24 @@ class MemoryCodegen:
         return v
 
     def _clamped_dense_ramp(self, e):
-        """(offset or None, ramp, lo, hi) for an index ``offset + clamp(ramp, lo, hi)`` with a
-        stride-1 ramp and scalar bounds (what boundary conditions make), else None."""
+        """(offset or None, ramp, lo or None, hi or None) for an index ``offset +
+        clamp(ramp, lo, hi)``, ``offset + max(ramp, lo)`` or ``offset + min(ramp, hi)`` with a
+        stride-1 ramp and scalar bounds (what boundary conditions make; the simplifier drops
+        the side that cannot bind), else None."""
         e, offset = _split_uniform_offset(e)
-        if not (isinstance(e, E.BinOp) and e.op in ("min", "max")):
+        if not (isinstance(e, E.BinOp) and e.op in ("min", "max")
+                and isinstance(e.b, L.Broadcast)):
             return None
+        bound = {e.op: e.b.value}
         inner = e.a
-        if not (isinstance(inner, E.BinOp) and inner.op in ("min", "max")
-                and inner.op != e.op and isinstance(e.b, L.Broadcast)
-                and isinstance(inner.b, L.Broadcast) and isinstance(inner.a, L.Ramp)
-                and _const_int(inner.a.stride) == 1 and not inner.a.dtype.is_float):
+        if (isinstance(inner, E.BinOp) and inner.op in ("min", "max") and inner.op != e.op
+                and isinstance(inner.b, L.Broadcast)):
+            bound[inner.op] = inner.b.value
+            inner = inner.a
+        if not (isinstance(inner, L.Ramp) and _const_int(inner.stride) == 1
+                and not inner.dtype.is_float):
             return None
-        lo, hi = (inner.b.value, e.b.value) if e.op == "min" else (e.b.value, inner.b.value)
-        return offset, inner.a, lo, hi
+        return offset, inner, bound.get("max"), bound.get("min")
 
     def _clamped_load(self, ptr, e, clamped, elem, align):
         """A load at a clamped ramp: one vector load when the whole ramp lies inside the
@@ -185,8 +190,9 @@ class MemoryCodegen:
         index = self._index(e.index)
         first = self._index(ramp.base)
         last = b.add(first, I64(ramp.lanes - 1))
-        inside = b.and_(b.icmp_signed(">=", first, self._index(lo)),
-                        b.icmp_signed("<=", last, self._index(hi)))
+        checks = ([b.icmp_signed(">=", first, self._index(lo))] if lo is not None else []) + (
+            [b.icmp_signed("<=", last, self._index(hi))] if hi is not None else [])
+        inside = checks[0] if len(checks) == 1 else b.and_(*checks)
         start = first if offset is None else b.add(first, self._index(offset))
         fast_bb, slow_bb, join_bb = (self._new_block(n) for n in ("dense", "gather", "loaded"))
         b.cbranch(inside, fast_bb, slow_bb)

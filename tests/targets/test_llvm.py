@@ -837,6 +837,31 @@ def test_clamped_vector_loads_are_one_load_inside_the_bounds():
     np.testing.assert_array_equal(kern(A=a), ref)
 
 
+@pytest.mark.parametrize("shift", [1, -1])
+def test_one_sided_clamps_are_one_vector_load_inside_the_bounds(shift):
+    # padding on one side only: the simplifier proves the other side of the clamp never
+    # binds and drops it, leaving max(ramp, 0) (or min(ramp, hi)); that still takes one
+    # vector load wherever the ramp lies inside, not a gather of 16 lanes
+    n = 64
+    A = sl.Input("A", sl.float32, (n,))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(n + 1,))
+    f[x] = sl.constant_exterior(A, 7.0)[x - 1 if shift == 1 else x]
+    s = sl.Schedule(f)
+    s[f].vectorize(x, 16)
+    kern = sl.compile(f, s)
+    one_sided = "max(ramp(" if shift == 1 else "min(ramp("
+    assert one_sided in kern.loop_ir and ("min(max(" not in kern.loop_ir
+                                          and "max(min(" not in kern.loop_ir)
+    # before LLVM's optimizer (which may peel the edge iteration either way): the load
+    # branches at run time between one vector load and the lane-by-lane one
+    text = str(backend.LLVMCodegen("k", kern.args).generate(kern.loop_ir_stmt))
+    assert re.search(r"^dense[.\d]*:", text, re.M) and "load <16 x float>" in text
+    a = np.arange(n, dtype=np.float32) + 1
+    ref = np.concatenate([[7.0], a] if shift == 1 else [a, [7.0]]).astype(np.float32)
+    np.testing.assert_array_equal(kern(A=a), ref)
+
+
 @pytest.mark.parametrize("stride", [-1, 3])
 def test_constant_stride_vector_loads_and_stores(stride):
     n = 64
