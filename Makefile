@@ -27,6 +27,8 @@ test: .venv
 
 bench: .venv
 	$(VPY) -m schedlang.cli bench all --threads 1,2 --dtype float32,int8,bfloat16
+	$(VPY) -m schedlang.cli bench conv --threads 1,2 --stride 2
+	$(VPY) -m schedlang.cli bench conv --threads 1,2 --kernel 1
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .hypothesis

@@ -134,13 +134,20 @@ class Gemm(Workload):
         s = sl.Schedule(C)
         tj = 64 if n % 64 == 0 else 16
         ti = min(6, m)
+        # panel of nc columns: its packed copy of B stays within 256 KiB of L2, and each
+        # 6-row strip of A is read once per panel rather than once per 64 columns
+        # (int8 1024: 1.03x with 256 columns over 64)
+        nc = tj
+        while n % (nc * 2) == 0 and kk * nc * 2 * b_t.bytes <= 256 * 1024:
+            nc *= 2
         acc = s[C].cache_write("local")
-        jo, ji = s[C].split(j, tj)
+        jo, jr = s[C].split(j, nc, names=("jo", "jr"))
+        jt, ji = s[C].split(jr, tj, names=("jt", "ji"))
         io, ii = s[C].split(i, ti)
-        s[C].reorder(jo, io, ii, ji).vectorize(ji, 16).parallel(jo)
-        s[acc].compute_at(C, io)
-        s[acc].split(j, 16, names=("jt", "jv"))
-        s[acc].reorder("r.x", i, "jt", "jv", "r.y").unroll(i).unroll("jt")
+        s[C].reorder(jo, io, jt, ii, ji).vectorize(ji, 16).parallel(jo)
+        s[acc].compute_at(C, jt)
+        s[acc].split(j, 16, names=("jq", "jv"))
+        s[acc].reorder("r.x", i, "jq", "jv", "r.y").unroll(i).unroll("jq")
         s[acc].tensorize("jv", intr)
         # the packed panel of B (K x 64 values) is made once per column panel, in cache
         s[Bp].compute_at(C, jo)
