@@ -182,6 +182,9 @@ def matmul(a, b):
     if _is_half(a, b):
         # half-precision products accumulate in float32 and round once, as torch does
         return EW.cast(matmul(EW.cast(a, sl.float32), EW.cast(b, sl.float32)), a.dtype)
+    if a.dtype.is_bool and b.dtype.is_bool:
+        # numpy's bool product is the or of ands: whether any count of true pairs is non-zero
+        return EW.cast(matmul(EW.cast(a, sl.int32), EW.cast(b, sl.int32)), sl.bool)
     if a.ndim == 0 or b.ndim == 0:
         raise sl.AlgorithmError(f"matmul: both operands need at least 1 dimension, got shapes "
                                 f"{a.shape} and {b.shape}")

@@ -33,6 +33,10 @@ class ExprOps:
     """Operator overloading shared by expressions and expression-like objects (1-D RDoms)."""
 
     __slots__ = ()
+    # a numpy scalar or array on the left of an operator defers to the reflected method,
+    # which keeps the numpy type (np.float64(2) + x is float64, as x + np.float64(2) is);
+    # numpy itself would turn the scalar into a weak Python float inside an object loop
+    __array_ufunc__ = None
 
     def __add__(self, o): return binary("add", self, o)
     def __radd__(self, o): return binary("add", o, self)

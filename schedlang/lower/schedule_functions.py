@@ -158,8 +158,9 @@ def _target_loop(ctx, stmt, f, level, directive):
         if count_calls(loop.body, f) == total:
             return loop
     legal = ", ".join(_pretty(ctx, x) for x in legal_locations(stmt, f))
-    why = (f"{g.name}'s loop {dim} does not enclose every use of {f.name}" if cands else
-           f"{g.name} has no loop {dim} where {f.name} is used (is {g.name} inlined?)")
+    where = g.name if stage == 0 else f"{g.name}.update({stage - 1})"
+    why = (f"{where}'s loop {dim} does not enclose every use of {f.name}" if cands else
+           f"{where} has no loop {dim} where {f.name} is used (is {g.name} inlined?)")
     raise ScheduleError(f"{directive}({g.name}, {dim}) on {f.name}: {why}. Legal locations for "
                         f"{f.name} are: {legal}")
 

@@ -397,15 +397,36 @@ class Schedule:
                             f"named {name}. Legal locations for {f.name} are: "
                             f"{', '.join(self.legal_locations(f))}")
 
+    def _stage_reads(self, st, f):
+        """Does stage ``st`` read ``f``, directly or through other Funcs? Its reads of its own
+        Func (an update's ``g[x] + ...``) do not count: they are the earlier stages'
+        values, read where they were stored."""
+        g = st.func
+        return any(r.func is f or (r.func is not g and self._uses(r.func, f))
+                   for r in _refs(st.definition))
+
     def _stage_of_loop(self, f, g, name):
         """The stage of ``g`` whose loop a bare loop ``name`` means for producer ``f``: the
         last one with that loop that reads ``f``, else the last one with that loop."""
         stages = [st for st in reversed(self.stages[id(g)])
                   if any(dm.name == name for dm in st.dims)]
         for st in stages:
-            if any(r.func is f or self._uses(r.func, f) for r in _refs(st.definition)):
+            if self._stage_reads(st, f):
                 return st.index
         return stages[0].index if stages else None
+
+    def _check_one_stage_reads(self, f, level, directive, name):
+        """A loop of one stage of ``g`` cannot enclose the reads of ``f`` that another stage
+        of ``g`` makes itself (each stage is a loop nest of its own)."""
+        _, g, index, _ = level
+        others = [st for st in self.stages[id(g)] if st.index != index
+                  and any(r.func is f for r in _refs(st.definition))]
+        if others:
+            raise ScheduleError(
+                f"{directive} on {name}: {others[0].name} reads {f.name} too, outside "
+                f"{self._level_text(level)}; no loop of one stage of {g.name} encloses every "
+                f"use of {f.name}. Legal locations for {f.name} are: "
+                f"{', '.join(self.legal_locations(f))}")
 
     def _level_spelling(self, f, level):
         """How the trace writes ``level``: its bare loop name when that names the same stage
@@ -484,11 +505,13 @@ class Schedule:
                                     f"{why}")
 
     def legal_locations(self, f):
-        """``root`` and every ``consumer.loop`` that (transitively) uses ``f``."""
+        """``root`` and every ``consumer.loop`` of a stage that (transitively) reads ``f``,
+        when no other stage of that consumer reads it as well."""
         out = ["root"]
         for g in self.funcs:
             if g is not f and self._uses(g, f):
-                for st in self.stages[id(g)]:
+                readers = [st for st in self.stages[id(g)] if self._stage_reads(st, f)]
+                for st in readers if len(readers) == 1 else []:
                     out += [f"{st.name}.{d.name}" for d in st.dims]
         return out
 

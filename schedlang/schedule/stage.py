@@ -604,6 +604,8 @@ class StageSchedule:
         fs = self._func_directive("compute_at")
         level = self.schedule._loop_level(self.func, consumer, v, "compute_at")
         spelled = self.schedule._level_spelling(self.func, level)
+        self.schedule._check_one_stage_reads(self.func, level,
+                                             f"compute_at({level[1].name}, {spelled})", self.name)
         self.schedule._check_placement(self.func, fs.store, level,
                                        f"compute_at({level[1].name}, {spelled})", self.name)
         fs.compute = level
@@ -616,6 +618,8 @@ class StageSchedule:
         fs = self._func_directive("store_at")
         level = self.schedule._loop_level(self.func, consumer, v, "store_at")
         spelled = self.schedule._level_spelling(self.func, level)
+        self.schedule._check_one_stage_reads(self.func, level,
+                                             f"store_at({level[1].name}, {spelled})", self.name)
         self.schedule._check_placement(self.func, level, fs.compute,
                                        f"store_at({level[1].name}, {spelled})", self.name)
         fs.store = level

@@ -237,5 +237,25 @@ def test_numpy_scalars_are_typed_not_weak():
     check(Tensor(np.ones(3, np.int8)) + np.int64(2), np.ones(3, np.int8) + np.int64(2))
 
 
+@pytest.mark.parametrize("op", ["+", "-", "*", "//", "%", "**", "&", "|", "^", "<<", ">>"])
+def test_numpy_scalars_on_the_left_are_typed_too(op):
+    # np.uint8(2) + int8 data is int16 in numpy, whichever side the scalar is on
+    i8 = np.arange(1, 4, dtype=np.int8)
+    a = np.uint8(2)
+    check(eval(f"a {op} Tensor(i8)"), eval(f"a {op} i8"))
+    check(eval(f"np.int64(300) {op} Tensor(i8)") if op not in ("**", "<<") else Tensor(i8),
+          eval(f"np.int64(300) {op} i8") if op not in ("**", "<<") else i8)
+
+
+def test_numpy_float_scalar_on_the_left_keeps_float64():
+    x = np.linspace(0.5, 2, 4, dtype=np.float32)
+    check(np.float64(2) + Tensor(x), np.float64(2) + x)
+    check(F.add(np.float64(2), Tensor(x)), np.float64(2) + x)
+    check(np.float64(2.5) ** Tensor(x), np.float64(2.5) ** x)
+    # the algorithm language agrees: a numpy scalar is typed on either side
+    A = sl.Input("A", sl.float32, (4,))
+    assert (np.float64(2) * A[0]).dtype == sl.float64 == (A[0] * np.float64(2)).dtype
+
+
 def test_big_endian_data_is_read_by_value():
     check(Tensor(np.arange(6, dtype=">f4")) * 2, np.arange(6, dtype=np.float32) * 2)

@@ -201,6 +201,15 @@ def test_matmul_int64_with_float32_promotes_as_numpy():
     check(Tensor(n) @ Tensor(m), n @ m, rtol=1e-6)
 
 
+def test_matmul_of_bools_is_bool_as_numpy():
+    # numpy's bool @ bool is the or of ands (a bool), not a count of true pairs
+    a = rng.random((4, 7)) < 0.3
+    b = rng.random((7, 5)) < 0.3
+    check(Tensor(a) @ Tensor(b), a @ b)
+    check(Tensor(a[0]) @ Tensor(b[:, 0]), a[0] @ b[:, 0])
+    check(Tensor(a) @ Tensor(b.astype(np.int32)), a @ b.astype(np.int32))   # int stays a count
+
+
 def test_conv2d_unbatched_input_and_groups_type():
     x = rng.standard_normal((2, 5, 5)).astype(np.float32)
     w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)

@@ -329,7 +329,8 @@ def test_legal_locations_spelling_of_an_update_loop_is_accepted():
     with pytest.raises(sl.ScheduleError) as e:
         s[G].compute_at(f, "zz")
     msg = str(e.value)
-    assert "Legal locations for G are: root, f.x, f.update(0).r" in msg, msg
+    # only the update reads G: no loop of the pure stage encloses its uses
+    assert "Legal locations for G are: root, f.update(0).r" in msg, msg
     for spelled in ("f.update(0).r", "r", r):
         s = sl.Schedule(f)
         s[G].compute_at(f, spelled)
@@ -342,15 +343,20 @@ def test_legal_locations_spelling_of_an_update_loop_is_accepted():
     np.testing.assert_allclose(sl.compile(f, s)(A=a), want, rtol=1e-5)
 
 
-def test_qualified_spelling_of_the_pure_stage_loop_is_accepted():
+def test_a_loop_of_a_stage_that_does_not_read_the_producer_is_refused_at_once():
     A, G, f, x, r = build_scan()
     s = sl.Schedule(f)
-    s[G].store_at(f, "f.x")
-    assert s.func_schedule(G).store[2:] == (0, "x")
+    with pytest.raises(sl.ScheduleError) as e:
+        s[G].store_at(f, "f.x")
+    assert ("store_at(f, x) on G: f.update(0) reads G too, outside f.x; no loop of one "
+            "stage of f encloses every use of G. Legal locations for G are: root, "
+            "f.update(0).r") in str(e.value)
+    assert s.trace == []
 
 
-def test_qualified_spelling_that_a_bare_name_would_not_reach_is_recorded_qualified():
-    # both stages loop over x; a bare x means the last stage that (through f) reads G
+def test_a_bare_loop_name_means_the_stage_that_reads_the_producer():
+    # both stages loop over x; only the pure one reads G: the update's f[x] reads f's own
+    # earlier values, not G, so a bare x means f.x, and f.update(0).x is refused at once
     x, = sl.vars("x")
     A = sl.Input("A", sl.float32, (8,))
     G = sl.Func("G")
@@ -358,19 +364,58 @@ def test_qualified_spelling_that_a_bare_name_would_not_reach_is_recorded_qualifi
     f = sl.Func("f", shape=(8,))
     f[x] = G[x]
     f[x] = f[x] * 2
-    s = sl.Schedule(f)
-    s[G].store_at(f, x)
-    assert s.func_schedule(G).store[2:] == (1, "x")
-    assert str(s) == "s[G].store_at(f, 'x')\n"
-    s = sl.Schedule(f)
-    s[G].store_at(f, "f.x")
-    assert s.func_schedule(G).store[2:] == (0, "x")
-    assert str(s) == "s[G].store_at(f, 'f.x')\n"
+    for spelled in (x, "x", "f.x"):
+        s = sl.Schedule(f)
+        s[G].compute_at(f, spelled)
+        assert s.func_schedule(G).compute[2:] == (0, "x")
+        assert str(s) == "s[G].compute_at(f, 'x')\n"
+    assert s.legal_locations(G) == ["root", "f.x"]
     for replay in (sl.Schedule.from_json(s.to_json(), f), s.copy()):
-        assert replay.func_schedule(G).store[2:] == (0, "x")
-    replayed = sl.Schedule(f)
-    exec(str(s), {"sl": sl, "s": replayed, "f": f, "G": G, "A": A, "x": x})
-    assert replayed.func_schedule(G).store[2:] == (0, "x")
+        assert replay.func_schedule(G).compute[2:] == (0, "x")
+    a = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 6)
+    s = sl.Schedule(f)
+    with pytest.raises(sl.ScheduleError) as e:
+        s[G].store_at(f, "f.update(0).x")
+    assert "store_at(f, f.update(0).x) on G: f reads G too, outside f.update(0).x" in str(e.value)
+    assert "Legal locations for G are: root, f.x" in str(e.value)
+    assert s.trace == []
+
+
+def test_a_staged_input_copy_read_by_one_stage_goes_in_that_stage():
+    # cache_read(f) redirects f's own reads of A; the update reads A through p, not the
+    # copy, so the copy's place is the pure stage's loop
+    x, = sl.vars("x")
+    A = sl.Input("A", sl.float32, ("N",))
+    p = sl.Func("p")
+    p[x] = A[x] * 2
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x]
+    f[x] = f[x] + p[x]
+    s = sl.Schedule(f)
+    c = s[A].cache_read(f, memory="global")
+    s[c].compute_at(f, x)
+    assert s.func_schedule(c).compute[2:] == (0, "x")
+    a = np.arange(5, dtype=np.float32)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 3)
+
+
+def test_a_copy_read_by_two_stages_has_no_loop_of_one_stage_to_go_in():
+    x, = sl.vars("x")
+    A = sl.Input("A", sl.float32, (6,))
+    f = sl.Func("f", shape=(6,))
+    f[x] = A[x]
+    f[x] = f[x] + A[x] * 2
+    s = sl.Schedule(f)
+    c = s[A].cache_read(f, memory="global")
+    assert s.legal_locations(c) == ["root"]
+    for spelled in (x, "f.x"):
+        with pytest.raises(sl.ScheduleError) as e:
+            s[c].compute_at(f, spelled)
+        assert "no loop of one stage of f encloses every use of A_f" in str(e.value)
+        assert "Legal locations for A_f are: root" in str(e.value)
+    a = np.arange(6, dtype=np.float32)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 3)
 
 
 # --- malformed JSON schedules ---------------------------------------------------------------
