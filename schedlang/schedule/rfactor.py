@@ -134,7 +134,8 @@ def rfactor(schedule, st: StageSchedule, rv, name):
     schedule.defs[id(f)][0] = fdef
     fresh = StageSchedule(schedule, f, 0, fdef)
     _keep_pure_loops(st, fresh)
-    schedule.stages[id(f)][0] = fresh
+    st._become(fresh)       # the caller's handle stays s[f]
+    schedule.stages[id(f)][0] = st
     schedule.user_funcs.discard(intm.name)
     schedule._record(st, "rfactor", [rv_name], {"name": intm.name})
     return intm

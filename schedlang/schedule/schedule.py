@@ -618,9 +618,14 @@ class Schedule:
         vs = list(self.definitions(f)[0].args)
         copy = Definition(f, 0, vs, E.FuncRef(staged, vs), vs, [], None)
         self.defs[id(f)] = [copy]
-        self.stages[id(f)] = [StageSchedule(self, f, 0, copy)]
+        fresh = StageSchedule(self, f, 0, copy)
         if is_output:
-            self.stages[id(f)][0].bounds = dict(old_stages[0].bounds)
+            fresh.bounds = dict(old_stages[0].bounds)
+        # a handle taken before (st = s[f]) goes on naming f's stage, now the copy-out
+        old_stages[0]._become(fresh)
+        for gone in old_stages[1:]:
+            gone._retire(f"cache_write on {f.name} moved its update stages to {staged.name}")
+        self.stages[id(f)] = [old_stages[0]]
         self.fsched[id(staged)].memory = memory
         self.user_funcs.discard(staged.name)
         self._record(st, "cache_write", [], {"memory": memory, "name": staged.name})

@@ -85,13 +85,35 @@ class StageSchedule:
         self.bounds: dict = {}
         self.tensorized = None      # (loop name, intrinsic)
         self.prefetches = []        # (Func or Input, variable name, distance)
+        self._retired = None        # why this handle no longer names a stage (or None)
+
+    def _become(self, other):
+        """Take over ``other``'s state, so that a handle the user holds (``st = s[f]``)
+        stays the schedule of ``f``'s stage when a directive (cache_write, rfactor) rebuilds
+        that stage: its later directives apply where they are recorded."""
+        for attr in ("definition", "dims", "splits", "bounds", "tensorized", "prefetches"):
+            setattr(self, attr, getattr(other, attr))
+
+    def _retire(self, why):
+        """This handle's stage is gone (``why`` says how): later directives through it are
+        refused instead of changing loops that now belong to another Func."""
+        self._retired = why
+        self.dims = [d.copy() for d in self.dims]
+        self.splits = list(self.splits)
 
     # ------------------------------------------------------------------ helpers
     @property
     def name(self):
         return self.func.name if self.index == 0 else f"{self.func.name}.update({self.index - 1})"
 
+    def _check_live(self, directive):
+        if self._retired:
+            raise ScheduleError(f"{directive} on {self.name}: {self._retired}; this stage no "
+                                f"longer exists, so schedule s[{self.func.name}] (or the staged "
+                                "Func) instead")
+
     def _dim(self, v, directive):
+        self._check_live(directive)
         name = var_name(v, directive, self.name)
         for d in self.dims:
             if d.name == name:
@@ -104,6 +126,7 @@ class StageSchedule:
         return next(i for i, x in enumerate(self.dims) if x is d)
 
     def _record(self, op, args, kwargs=None):
+        self._check_live(op)
         self.schedule._record(self, op, args, kwargs or {})
 
     def _fresh(self, name, directive):

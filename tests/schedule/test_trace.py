@@ -415,3 +415,65 @@ def test_json_replays_onto_a_rebuild_whose_automatic_names_differ():
         total.name, total2.name)
     g = np.arange(1, 30, dtype=np.float32)
     np.testing.assert_allclose(sl.compile(total2, s2)(g=g), np.cumsum(g) * 2)
+
+
+# --- a stage handle kept in a variable (st = s[C]) across cache_write / rfactor -----------
+
+def _replays_to_the_same_loops(s, out, build):
+    want = str(sl.lower(out, s))
+    ns, fresh = build()
+    again = sl.Schedule(fresh)
+    exec(str(s), {"sl": sl, "s": again, **ns})
+    assert str(sl.lower(fresh, again)) == want
+    fresh = build()[1]
+    assert str(sl.lower(fresh, sl.Schedule.from_json(s.to_json(), fresh))) == want
+
+
+def test_a_handle_kept_across_cache_write_still_schedules_the_func():
+    ns, C = build_gemm()
+    s = sl.Schedule(C)
+    st = s[C]
+    cache = st.cache_write("local")
+    jo, ji = st.split(ns["j"], 4)
+    st.vectorize(ji)
+    s[cache].compute_at(C, jo)
+    assert st is s[C] and [d.name for d in st.dims] == ["i", "j.o", "j.i"]
+    assert [d.name for d in s[cache].dims] == ["i", "j", "k"]
+    assert "s[C].split('j', 4" in str(s)
+    _replays_to_the_same_loops(s, C, build_gemm)
+    a, b = rand(5, 3), rand(3, 8)
+    np.testing.assert_allclose(sl.compile(C, s)(A=a, B=b), a @ b, rtol=1e-5)
+
+
+def test_a_handle_kept_across_rfactor_still_schedules_the_func():
+    def build():
+        x = sl.Var("x")
+        A = sl.Input("A", sl.float32, ("M", "N"))
+        r = sl.RDom(A.shape[1], name="r")
+        f = sl.Func("f", shape=(A.shape[0],))
+        f[x] = sl.sum(A[x, r])
+        return dict(A=A, f=f, x=x, r=r), f
+    ns, f = build()
+    s = sl.Schedule(f)
+    st = s[f]
+    st.split(ns["r"], 8)
+    st.rfactor("r.i")
+    st.parallel(ns["x"])
+    assert st is s[f] and "parallel for f.s0.x" in str(sl.lower(f, s))
+    _replays_to_the_same_loops(s, f, build)
+    a = rand(6, 19)
+    np.testing.assert_allclose(sl.compile(f, s)(A=a), a.sum(axis=1), rtol=1e-5)
+
+
+def test_a_handle_of_an_update_stage_that_cache_write_moved_is_refused():
+    ns, f = build_update()
+    s = sl.Schedule(f)
+    upd = s[f].update(0)
+    s[f].cache_write("global")
+    with pytest.raises(sl.ScheduleError) as e:
+        upd.split(ns["x"], 4)
+    assert ("split on f.update(0): cache_write on f moved its update stages to f_cache; this "
+            "stage no longer exists") in str(e.value)
+    with pytest.raises(sl.ScheduleError):
+        upd.parallel("y")
+    assert [d.op for d in s.trace] == ["cache_write"]
