@@ -194,7 +194,8 @@ def compile(outputs, schedule=None, target="llvm"):  # noqa: A001 - SPEC name
     _check_cpu_directives(schedule)
     stmt, ctx = lower_pipeline(schedule, target)
     args = kernel_args(stmt, schedule)
-    name = "sl_" + re.sub(r"\W", "_", "_".join(o.name for o in outputs))
+    # the symbol name is ASCII whatever the Funcs are called (a Python name may be Unicode)
+    name = "sl_" + re.sub(r"[^0-9A-Za-z_]", "_", "_".join(o.name for o in outputs))
     if base == "llvm":
         from .targets.llvm import compile_llvm
         t0 = time.perf_counter()

@@ -719,3 +719,20 @@ def test_time_takes_arguments_named_like_its_own_options():
     assert kern.time_arguments({"repeats": a}, warmup=0, repeats=2).runs == 2
     with pytest.raises(sl.ArgumentError, match="missing argument"):
         kern.time(budget_s=0.01)
+
+
+def test_funcs_with_unicode_names_compile_and_run():
+    # Python names may be Unicode; the kernel's machine-level names must still be ASCII
+    A = sl.Input("données", sl.float32, ("N",))
+    x = sl.Var("идx")
+    g = sl.Func("名前")
+    g[x] = A[x] * 2
+    out = sl.Func("é", shape=(A.shape[0],))
+    out[x] = g[x] + 1
+    s = sl.Schedule(out)
+    xo, xi = s[out].split(x, 16)
+    s[out].parallel(xo).vectorize(xi)
+    s[g].compute_at(out, xo)
+    kern = sl.compile(out, s)
+    a = np.arange(40, dtype=np.float32)
+    np.testing.assert_array_equal(kern(données=a), a * 2 + 1)
