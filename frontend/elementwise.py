@@ -129,14 +129,17 @@ def promote_operands(operands):
     return out
 
 
-def elementwise(op, fn, *operands, extra=()):
+def elementwise(op, fn, *operands, extra=(), promote=True):
     """Apply ``fn(*element_exprs)`` to Tensors / scalars with broadcasting.
 
     ``op`` and ``extra`` (hashable) identify the op in the kernel cache key; scalar
     operands are part of the key too. The result dtype is the dtype of ``fn``'s result.
-    Typed operands promote as numpy does (``promote_operands``).
+    Typed operands promote as numpy does (``promote_operands``) unless ``promote`` is
+    False (``fn`` then handles operands that have no common type itself).
     """
-    operands = promote_operands([_coerce(x, op) for x in operands])
+    operands = [_coerce(x, op) for x in operands]
+    if promote:
+        operands = promote_operands(operands)
     tensors = [x for x in operands if isinstance(x, Tensor)]
     if not tensors:
         raise sl.AlgorithmError(f"{op}: at least one operand must be a Tensor")
@@ -270,34 +273,66 @@ def clamp(x, min=None, max=None):  # noqa: A002 - torch's argument names
 
 # ---------------------------------------------------------------------- comparisons
 
+_MIRRORED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def _mixed_sign_64(da, db):
+    """uint64 against a signed integer: no integer type holds both (numpy compares them
+    exactly all the same; a float64 comparison would merge values above 2**53)."""
+    if da is None or db is None or not (da.is_int and db.is_int):
+        return False
+    return (da == sl.uint64 and db.is_signed) or (db == sl.uint64 and da.is_signed)
+
+
+def _exact_mixed_compare(op, p, q):
+    """``p op q`` for a uint64 and a signed integer, exactly: a negative signed value is
+    below every unsigned one; otherwise both compare as uint64."""
+    p, q = E.to_expr(p), E.to_expr(q)
+    if p.dtype.is_signed:
+        p, q, op = q, p, _MIRRORED[op]
+    neg = E.binary("lt", q, E.cast(q.dtype, 0))
+    same = E.binary(op, p, E.cast(sl.uint64, q))
+    if op in ("gt", "ge", "ne"):
+        return E.binary("or", neg, same)
+    return E.binary("and", E.binary("ge", q, E.cast(q.dtype, 0)), same)
+
+
+def _compare(op, a, b):
+    pa, pb = _coerce(a, op), _coerce(b, op)
+    if _mixed_sign_64(_strong_dtype(pa), _strong_dtype(pb)):
+        return elementwise(op, lambda p, q: _exact_mixed_compare(op, p, q), pa, pb,
+                           promote=False)
+    return elementwise(op, lambda p, q: E.binary(op, p, q), pa, pb)
+
+
 def lt(a, b):
     """``a < b`` as a bool Tensor: ``F.lt(x, 0)``."""
-    return elementwise("lt", lambda p, q: E.binary("lt", p, q), a, b)
+    return _compare("lt", a, b)
 
 
 def le(a, b):
     """``a <= b`` as a bool Tensor: ``F.le(x, y)``."""
-    return elementwise("le", lambda p, q: E.binary("le", p, q), a, b)
+    return _compare("le", a, b)
 
 
 def gt(a, b):
     """``a > b`` as a bool Tensor: ``F.gt(x, 0)``."""
-    return elementwise("gt", lambda p, q: E.binary("gt", p, q), a, b)
+    return _compare("gt", a, b)
 
 
 def ge(a, b):
     """``a >= b`` as a bool Tensor: ``F.ge(x, y)``."""
-    return elementwise("ge", lambda p, q: E.binary("ge", p, q), a, b)
+    return _compare("ge", a, b)
 
 
 def eq(a, b):
     """``a == b`` as a bool Tensor (``x == y`` on Tensors is this op): ``F.eq(x, 1)``."""
-    return elementwise("eq", lambda p, q: E.binary("eq", p, q), a, b)
+    return _compare("eq", a, b)
 
 
 def ne(a, b):
     """``a != b`` as a bool Tensor: ``F.ne(x, 0)``."""
-    return elementwise("ne", lambda p, q: E.binary("ne", p, q), a, b)
+    return _compare("ne", a, b)
 
 
 def _truth(e):

@@ -259,3 +259,16 @@ def test_numpy_float_scalar_on_the_left_keeps_float64():
 
 def test_big_endian_data_is_read_by_value():
     check(Tensor(np.arange(6, dtype=">f4")) * 2, np.arange(6, dtype=np.float32) * 2)
+
+
+@pytest.mark.parametrize("op", ["==", "!=", "<", "<=", ">", ">="])
+def test_uint64_against_signed_integers_compares_exactly(op):
+    # no integer type holds both; numpy compares them exactly, not through float64
+    # (which would make 2**62 equal to 2**62 + 1)
+    u = np.array([2**62, 2**63, 5, 0, 2**64 - 1], np.uint64)
+    s = np.array([2**62 + 1, -1, 5, -5, -1], np.int64)
+    check(eval(f"Tensor(u) {op} Tensor(s)"), eval(f"u {op} s"))
+    check(eval(f"Tensor(s) {op} Tensor(u)"), eval(f"s {op} u"))
+    i8 = np.array([-1, 3, 5, 0, -128], np.int8)
+    check(eval(f"Tensor(u) {op} Tensor(i8)"), eval(f"u {op} i8"))
+    check(eval(f"Tensor(u) {op} np.int64(-3)"), eval(f"u {op} np.int64(-3)"))
