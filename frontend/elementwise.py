@@ -151,8 +151,18 @@ def elementwise(op, fn, *operands, extra=(), promote=True):
                 for x in operands]
         return E.fix_weak(E.to_expr(fn(*args)))
 
-    probe = fn(*[E.Var("_p", x.dtype) if isinstance(x, Tensor) else x for x in operands])
-    dtype = E.fix_weak(E.to_expr(probe)).dtype
+    # the element types, from a symbolic call: a mistake the algorithm language finds
+    # (a negative shift, a literal that does not fit) is reported as this op's, in the
+    # operands' places: F.where(c, u8, -1) says "where: ... a, b, c"
+    names = ["x"] if len(operands) == 1 else ["a", "b", "c", "d"][:len(operands)]
+    try:
+        probe = fn(*[E.Var(n, x.dtype) if isinstance(x, Tensor) else x
+                     for n, x in zip(names, operands)])
+        dtype = E.fix_weak(E.to_expr(probe)).dtype
+    except sl.AlgorithmError as e:
+        if str(e).startswith(f"{op}:"):
+            raise
+        raise sl.AlgorithmError(f"{op}: {e}") from None
     return Tensor.make(op, (layout, extra), tensors, shape, dtype, index_fn)
 
 
@@ -364,32 +374,32 @@ def logical_not(x):
 
 def bitwise_and(a, b):
     """``a & b``: bitwise for integers, logical for bool: ``(x > 0) & (x < 1)``."""
-    return elementwise("and", lambda p, q: p & q, a, b)
+    return elementwise("bitwise_and", lambda p, q: p & q, a, b)
 
 
 def bitwise_or(a, b):
     """``a | b``: bitwise for integers, logical for bool: ``(x < 0) | (x > 1)``."""
-    return elementwise("or", lambda p, q: p | q, a, b)
+    return elementwise("bitwise_or", lambda p, q: p | q, a, b)
 
 
 def bitwise_xor(a, b):
     """``a ^ b``: bitwise for integers, logical for bool: ``m ^ n``."""
-    return elementwise("xor", lambda p, q: p ^ q, a, b)
+    return elementwise("bitwise_xor", lambda p, q: p ^ q, a, b)
 
 
 def bitwise_not(x):
     """``~x``: bitwise not for integers, logical not for bool: ``~(x > 0)``."""
-    return elementwise("not", lambda p: ~p, x)
+    return elementwise("bitwise_not", lambda p: ~p, x)
 
 
 def left_shift(a, b):
     """``a << b`` for integers: ``x << 2``."""
-    return elementwise("shl", lambda p, q: p << q, a, b)
+    return elementwise("left_shift", lambda p, q: p << q, a, b)
 
 
 def right_shift(a, b):
     """``a >> b`` for integers (arithmetic for signed types): ``x >> 1``."""
-    return elementwise("shr", lambda p, q: p >> q, a, b)
+    return elementwise("right_shift", lambda p, q: p >> q, a, b)
 
 
 # ---------------------------------------------------------------------- math

@@ -255,6 +255,9 @@ def _softmax_family(op, body, x, axis, dim):
     one element, an empty axis as an empty result (torch's), half precision in float32."""
     x = EW.as_tensor(x, op)
     axis = _softmax_axis(op, x, axis, dim)
+    if x.dtype.is_bool:
+        raise sl.AlgorithmError(f"{op}: the input is bool, which has no {op} (torch refuses it "
+                                f"too); cast it first, e.g. {op}(x.cast(sl.float32))")
     if x.ndim == 0:
         return S.reshape(_softmax_family(op, body, S.reshape(x, (1,)), 0, None), ())
     if x.shape[axis] == 0:

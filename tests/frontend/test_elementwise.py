@@ -272,3 +272,26 @@ def test_uint64_against_signed_integers_compares_exactly(op):
     i8 = np.array([-1, 3, 5, 0, -128], np.int8)
     check(eval(f"Tensor(u) {op} Tensor(i8)"), eval(f"u {op} i8"))
     check(eval(f"Tensor(u) {op} np.int64(-3)"), eval(f"u {op} np.int64(-3)"))
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda u8, c: u8 << -1, "left_shift: 'a << -1': a shift amount cannot be negative"),
+    (lambda u8, c: F.where(c, u8, -1), "where: the literal -1 does not fit sl.uint8"),
+    (lambda u8, c: F.maximum(u8, 300), "maximum: the literal 300 does not fit sl.uint8"),
+    (lambda u8, c: u8.clamp(-1, 5), "clamp: the literal -1 does not fit sl.uint8"),
+])
+def test_errors_of_an_elementwise_op_name_the_op_the_user_called(make, expected):
+    u8 = Tensor(np.array([1, 2], np.uint8))
+    c = Tensor(np.array([True, False]))
+    with pytest.raises(sl.AlgorithmError) as e:
+        make(u8, c)
+    assert str(e.value).startswith(expected), str(e.value)
+    assert "_p" not in str(e.value)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_of_bools_asks_for_a_cast(op):
+    b = Tensor(np.ones((2, 3), bool))
+    with pytest.raises(sl.AlgorithmError) as e:
+        getattr(b, op)(-1)
+    assert str(e.value).startswith(f"{op}: the input is bool") and "cast" in str(e.value)
