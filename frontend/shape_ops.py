@@ -78,7 +78,27 @@ def _groups(src, dst):
     return groups
 
 
-def reshape(x, *shape):
+def _positional_or_keyword(op, args, name, value):
+    """``args`` (the positional sizes / dims) or the same given by keyword, as numpy and
+    torch also spell them (``reshape(shape=...)``, ``permute(dims=...)``)."""
+    if value is None:
+        return args
+    if args:
+        raise sl.AlgorithmError(f"{op}: give the {name} either positionally or as {name}=, "
+                                "not both")
+    return (value,)
+
+
+def _only_keyword(op, kw, name):
+    """The value of keyword ``name`` (numpy's / torch's spelling), the only one accepted."""
+    extra = sorted(set(kw) - {name})
+    if extra:
+        raise sl.AlgorithmError(f"{op}: unexpected keyword argument {extra[0]!r}; {op} takes "
+                                f"its {name} positionally or as {name}=")
+    return kw.get(name)
+
+
+def reshape(x, *shape, **kw):
     """Row-major reshape (no copy): ``x.reshape(2, -1)`` or ``F.reshape(x, (2, 6))``.
 
     One ``-1`` is inferred. The source index is the unravelled flat index of the output
@@ -86,7 +106,8 @@ def reshape(x, *shape):
     divides the first index.
     """
     x = as_tensor(x, "reshape")
-    shape = shape_args(shape, "reshape")
+    shape = shape_args(_positional_or_keyword("reshape", shape, "shape",
+                                              _only_keyword("reshape", kw, "shape")), "reshape")
     if shape.count(-1) > 1:
         raise sl.AlgorithmError(f"reshape{shape}: at most one dimension may be -1")
     known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
@@ -162,11 +183,12 @@ def squeeze(x, dim=None):
 
 # ---------------------------------------------------------------------- permute / expand
 
-def permute(x, *dims):
+def permute(x, *dims, **kw):
     """Reorder dims (no copy): ``x.permute(0, 2, 1)``; output dim ``d`` is source dim
     ``dims[d]``, as torch / ``np.transpose(x, dims)``."""
     x = as_tensor(x, "permute")
-    dims = shape_args(dims, "permute")
+    dims = shape_args(_positional_or_keyword("permute", dims, "dims",
+                                             _only_keyword("permute", kw, "dims")), "permute")
     norm = [normalize_axis(d, x.ndim, "permute") for d in dims]
     if sorted(norm) != list(range(x.ndim)):
         raise sl.AlgorithmError(f"permute{dims}: not a permutation of the {x.ndim} dims of a "
@@ -183,12 +205,17 @@ def permute(x, *dims):
     return Tensor.make("permute", tuple(norm), [x], shape, x.dtype, index_fn)
 
 
-def transpose(x, dim0=None, dim1=None, *more):
+def transpose(x, dim0=None, dim1=None, *more, axes=None):
     """Swap two dims (no copy, torch): ``x.transpose(0, 1)``. Without dims it reverses
     them all, as numpy's ``x.transpose()`` (for 2-D: the matrix transpose). A full axis
     order, as numpy's ``transpose(axes)``, is a permute: ``x.transpose((2, 0, 1))`` or
     ``x.transpose(2, 0, 1)``."""
     x = as_tensor(x, "transpose")
+    if axes is not None:            # numpy's keyword
+        if dim0 is not None or dim1 is not None or more:
+            raise sl.AlgorithmError("transpose: give the axes either positionally or as "
+                                    "axes=, not both")
+        return permute(x, *axes)
     if dim0 is None and dim1 is None and not more:
         return permute(x, *reversed(range(x.ndim)))
     if isinstance(dim0, (tuple, list)) and dim1 is None and not more:
@@ -207,11 +234,12 @@ def transpose(x, dim0=None, dim1=None, *more):
     return permute(x, *dims)
 
 
-def expand(x, *shape):
+def expand(x, *shape, **kw):
     """Broadcast to ``shape`` (torch ``expand``; ``-1`` keeps a dim, new dims lead).
     Example: ``Tensor(np.ones((3, 1))).expand(2, 3, 4)``."""
     x = as_tensor(x, "expand")
-    shape = shape_args(shape, "expand")
+    shape = shape_args(_positional_or_keyword("expand", shape, "size",
+                                              _only_keyword("expand", kw, "size")), "expand")
     lead = len(shape) - x.ndim
     if lead < 0:
         raise sl.AlgorithmError(f"expand: the target {shape} has fewer dims than the tensor "
@@ -240,28 +268,35 @@ def expand(x, *shape):
 # ---------------------------------------------------------------------- pad
 
 def _pad_widths(pad_width, ndim):
-    """numpy.pad's widths: ``n``, ``(n,)``, ``(before, after)``, ``((before, after),)`` (all
-    broadcast to every dim) or one ``(before, after)`` pair per dim."""
-    w = np.asarray(pad_width, dtype=object)
+    """numpy.pad's widths, broadcast as numpy does to one ``(before, after)`` pair per dim:
+    ``n``, ``(n,)``, ``(before, after)``, ``((before, after),)``, ``((n,), (m,))`` or one
+    pair per dim."""
     try:
-        if w.ndim == 0:
-            pairs = [(int(w), int(w))] * ndim
-        elif w.ndim == 1 and len(w) == 2:
-            pairs = [(int(w[0]), int(w[1]))] * ndim
-        elif w.ndim == 1 and len(w) == 1:
-            pairs = [(int(w[0]), int(w[0]))] * ndim
-        elif w.ndim == 2 and w.shape == (1, 2):
-            pairs = [(int(w[0, 0]), int(w[0, 1]))] * ndim
-        else:
-            pairs = [(int(a), int(b)) for a, b in pad_width]
+        w = np.asarray(pad_width, dtype=object)
         if any(isinstance(v, (bool, float, np.floating)) for v in w.flat):
-            pairs = None        # numpy refuses non-integer widths too
+            raise ValueError        # numpy refuses non-integer widths too
+        pairs = [(int(a), int(b)) for a, b in np.broadcast_to(w, (ndim, 2))]
     except (TypeError, ValueError):
         pairs = None
-    if pairs is None or len(pairs) != ndim or any(a < 0 or b < 0 for a, b in pairs):
+    if pairs is None or any(a < 0 or b < 0 for a, b in pairs):
         raise sl.AlgorithmError(f"pad: pad_width must be ((before, after), ...) with one "
                                 f"non-negative pair per dimension ({ndim}), got {pad_width!r}")
     return pairs
+
+
+def _pad_fills(x, value):
+    """numpy.pad's ``constant_values``: one number, or numbers broadcast to one
+    ``(before, after)`` pair per dim; each in ``x``'s dtype."""
+    if isinstance(value, (bool, int, float, np.generic)):
+        return _pad_value(x, value)
+    try:
+        fills = np.broadcast_to(np.asarray(value, dtype=object), (x.ndim, 2))
+    except ValueError:
+        raise sl.AlgorithmError(f"pad: constant_values must be a number or (before, after) "
+                                f"values per dimension ({x.ndim}), got {value!r}") from None
+    fills = [(_pad_value(x, a), _pad_value(x, b)) for a, b in fills]
+    flat = {v for pair in fills for v in pair}
+    return flat.pop() if len(flat) == 1 else tuple(fills)
 
 
 def _pad_value(x, value):
@@ -339,7 +374,9 @@ def pad(x, pad_width, value=0, mode="constant", *, constant_values=None):
             return x.element([j if a == 0 and b == 0 else _source_index(j, a, n, mode)
                               for j, (a, b), n in zip(idx, pairs, x.shape)])
         return Tensor.make("pad", (tuple(pairs), mode), [x], shape, x.dtype, index_map)
-    value = _pad_value(x, value)
+    value = _pad_fills(x, value)
+    if isinstance(value, tuple):
+        return _pad_per_side(x, pairs, value, shape)
 
     def index_fn(idx):
         inside, src = None, []
@@ -352,6 +389,23 @@ def pad(x, pad_width, value=0, mode="constant", *, constant_values=None):
             src.append(_clamp(j - a, n) if a else _clamp(j, n))
         return sl.select(inside, x.element(src), value)
     return Tensor.make("pad", (tuple(pairs), scalar_key(value)), [x], shape, x.dtype, index_fn)
+
+
+def _pad_per_side(x, pairs, fills, shape):
+    """A constant pad with its own fill per dim and side: numpy pads one axis after the
+    other, so where an element is outside along several axes the last one's fill wins."""
+    def index_fn(idx):
+        src = [j if a == 0 and b == 0 else (_clamp(j - a, n) if a else _clamp(j, n))
+               for j, (a, b), n in zip(idx, pairs, x.shape)]
+        value = x.element(src)
+        for j, (a, b), n, (before, after) in zip(idx, pairs, x.shape, fills):
+            if b:
+                value = sl.select(j >= a + n, sl.cast(x.dtype, after), value)
+            if a:
+                value = sl.select(j < a, sl.cast(x.dtype, before), value)
+        return value
+    key = tuple(scalar_key(v) for pair in fills for v in pair)
+    return Tensor.make("pad", (tuple(pairs), key), [x], shape, x.dtype, index_fn)
 
 
 # ---------------------------------------------------------------------- getitem

@@ -147,3 +147,32 @@ def test_concat_dim_keyword_and_int64_promotion():
 def test_getitem_with_a_tensor_key_names_getitem():
     with pytest.raises(sl.AlgorithmError, match="getitem"):
         Tensor(X)[Tensor(np.array([0]))]
+
+
+@pytest.mark.parametrize("width", [((1,), (2,)), 1, (1,), (1, 2), ((1, 2),), ((0, 1), (2, 0))])
+def test_pad_widths_broadcast_as_numpy(width):
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    check(F.pad(Tensor(a), width), np.pad(a, width))
+
+
+@pytest.mark.parametrize("fill", [((1, 2), (3, 4)), (5, 6), ((7,), (8,)), 9.5, ((1, 2),)])
+def test_pad_fill_per_dim_and_side_as_numpy(fill):
+    # numpy pads one axis after the other: a corner takes the last axis's fill
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    check(F.pad(Tensor(a), ((1, 1), (2, 1)), constant_values=fill),
+          np.pad(a, ((1, 1), (2, 1)), constant_values=fill))
+    i = np.arange(6, dtype=np.int16).reshape(2, 3)
+    check(F.pad(Tensor(i), 1, constant_values=fill), np.pad(i, 1, constant_values=fill))
+
+
+def test_shape_ops_take_numpy_and_torch_keywords():
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = Tensor(a)
+    check(F.transpose(t, axes=(2, 0, 1)), np.transpose(a, axes=(2, 0, 1)))
+    check(t.permute(dims=(2, 0, 1)), a.transpose(2, 0, 1))
+    check(t.reshape(shape=(4, 6)), a.reshape(4, 6))
+    check(t[:, :1].expand(size=(2, 5, 4)), np.broadcast_to(a[:, :1], (2, 5, 4)))
+    with pytest.raises(sl.AlgorithmError, match="reshape: give the shape either positionally"):
+        t.reshape((4, 6), shape=(4, 6))
+    with pytest.raises(sl.AlgorithmError, match="reshape: unexpected keyword argument 'shap'"):
+        t.reshape(shap=(4, 6))
