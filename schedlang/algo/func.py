@@ -123,6 +123,42 @@ class Input(Callable):
         return E.FuncRef(self, args)
 
 
+def _settle_rdom_names(exprs):
+    """Name the unnamed RDoms a definition uses, in the order they appear: ``r``, else the
+    first of ``r1``, ``r2``, ... that no other variable of the definition has. A process-wide
+    counter would name them differently each time the algorithm is built, and the loop
+    names ``str(schedule)`` records would not replay onto the rebuilt algorithm."""
+    unsettled, taken = [], set()
+
+    def visit(n):
+        if isinstance(n, E.RVar):
+            rdom = getattr(n.rdom, "origin", n.rdom)
+            if rdom.auto_named:
+                if all(rdom is not u for u in unsettled):
+                    unsettled.append(rdom)
+                return
+        if isinstance(n, E.Var):
+            taken.add(n.name)
+    for e in exprs:
+        for part in (e.vars if isinstance(e, RDom) else [e]):
+            E.walk_expr(E.to_expr(part), visit)
+    for rdom in unsettled:
+        k, name = 0, "r"
+        while any(n in taken for n in _rvar_names(name, rdom.ndim)):
+            k += 1
+            name = f"r{k}"
+        taken.update(_rvar_names(name, rdom.ndim))
+        for r in [rdom] + rdom.derived:
+            r.name = name
+            for v, n in zip(r.vars, _rvar_names(name, rdom.ndim)):
+                v.name = n
+        rdom.auto_named = False
+
+
+def _rvar_names(name, ndim):
+    return [name] if ndim == 1 else [f"{name}.{c}" for c in "xyzw"[:ndim]]
+
+
 class RDom(E.ExprOps):
     """A reduction domain: ``RDom(K)`` or ``RDom((lo, extent), (lo2, extent2), name="r")``.
 
@@ -136,6 +172,10 @@ class RDom(E.ExprOps):
         if not ranges:
             raise AlgorithmError("RDom needs at least one range: RDom(extent) or RDom((lo, extent))")
         self.name = name or f"r{next(_counter)}"
+        # an unnamed RDom is named where it is first used (_settle_rdom_names): by its place
+        # in the definition, so the same algorithm built again gets the same loop names
+        self.auto_named = name is None
+        self.derived = []           # the RDoms r.where(...) made of it
         _check_name("RDom", self.name)
         self.bounds = []
         for d, r in enumerate(ranges):
@@ -191,6 +231,8 @@ class RDom(E.ExprOps):
         new = RDom.__new__(RDom)
         new.name, new.bounds = self.name, list(self.bounds)
         new.origin = getattr(self, "origin", self)   # r and r.where(...) may meet in one Func
+        new.auto_named, new.derived = False, []
+        new.origin.derived.append(new)
         new.vars = [E.RVar(v.name, new, v.dim) for v in self.vars]
         mapping = {id(o): n for o, n in zip(self.vars, new.vars)}
         pred = _replace_rvars(pred, mapping)
@@ -456,6 +498,7 @@ class Func(Callable):
         """Loops are named by their variables: a pure Var and a reduction variable, or the
         variables of two different RDoms, of one name in one definition would be one loop
         (wrong sums), and a directive naming it could reach either."""
+        _settle_rdom_names(list(args) + [value])
         kinds = {}
 
         def visit(n):

@@ -477,3 +477,38 @@ def test_a_handle_of_an_update_stage_that_cache_write_moved_is_refused():
     with pytest.raises(sl.ScheduleError):
         upd.parallel("y")
     assert [d.op for d in s.trace] == ["cache_write"]
+
+
+def test_str_of_a_schedule_replays_onto_a_rebuilt_scan_with_an_unnamed_rdom():
+    # SPEC section 1's scan names no RDom: its loops must be named the same way each time
+    # the algorithm is built, or str(s) would name loops the rebuilt algorithm lacks
+    def build():
+        G = sl.Input("G", sl.float32, ("N",))
+        x = sl.Var("x")
+        f = sl.Func("f", shape=(G.shape[0],))
+        f[x] = G[x]
+        r = sl.RDom((1, G.shape[0] - 1))
+        f[r] = f[r - 1] + G[r]
+        return dict(G=G, x=x, f=f, r=r), f
+    ns, f = build()
+    s = sl.Schedule(f)
+    s[f].update(0).split(ns["r"], 4)
+    _replays_to_the_same_loops(s, f, build)
+    g = rand(11)
+    np.testing.assert_allclose(sl.compile(f, s)(G=g), np.cumsum(g), rtol=1e-5)
+
+
+def test_unnamed_rdoms_of_one_definition_get_distinct_names():
+    A = sl.Input("A", sl.float32, ("M", "N"))
+    x = sl.Var("x")
+    r1, r2 = sl.RDom(A.shape[1]), sl.RDom(A.shape[1])
+    g = sl.Func("g", shape=(A.shape[0],))
+    g[x] = sl.sum(A[x, r1]) + sl.maximum(A[x, r2])
+    assert {r1.name, r2.name} == {"r", "r1"}
+    r = sl.RDom(4, 2)
+    below = r.where(r.x > r.y)
+    h = sl.Func("h", shape=())
+    h[()] = sl.sum(A[0, below.x] * below.y)
+    assert [v.name for v in below.vars] == [v.name for v in r.vars] == ["r.x", "r.y"]
+    a = rand(3, 4)
+    np.testing.assert_allclose(sl.compile(g)(A=a), a.sum(1) + a.max(1), rtol=1e-5)
