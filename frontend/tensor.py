@@ -23,6 +23,7 @@ import numpy as np
 import schedlang as sl
 from schedlang.algo import expr as E
 from schedlang.algo import types as T
+from schedlang.deep_recursion import deep_recursion
 from schedlang.autotune.integration import choose_schedule, tuning_state
 from schedlang.targets.kernel import default_threads
 
@@ -200,8 +201,11 @@ class Tensor:
     def __bool__(self):
         raise sl.AlgorithmError("a lazy Tensor has no Python truth value; call .numpy() first")
 
+    @deep_recursion(sl.AlgorithmError, "building a Tensor's expression")
     def element(self, idx):
-        """The algorithm expression of the element at ``idx`` (a list of int expressions)."""
+        """The algorithm expression of the element at ``idx`` (a list of int expressions).
+        Each view or op is a call into its source's, so a long chain (``y.T`` 1000 times)
+        is evaluated on a large stack rather than stopping at Python's recursion limit."""
         if len(idx) != self.ndim:
             raise sl.AlgorithmError(f"internal: {self.op} tensor of shape {self.shape} indexed "
                                     f"with {len(idx)} indices")

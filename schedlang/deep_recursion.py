@@ -57,12 +57,17 @@ def deep_recursion(error, what):
     def wrap(fn):
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            if getattr(_local, "deep", False):
+            # only the outermost decorated call retries: an inner one (a recursive entry
+            # point) that caught the overflow would be too deep to even start the thread
+            if getattr(_local, "deep", False) or getattr(_local, "active", False):
                 return fn(*args, **kwargs)
+            _local.active = True
             try:
                 return fn(*args, **kwargs)
             except RecursionError:
                 pass
+            finally:
+                _local.active = False
             try:
                 return _on_deep_stack(fn, args, kwargs)
             except RecursionError:

@@ -176,3 +176,17 @@ def test_shape_ops_take_numpy_and_torch_keywords():
         t.reshape((4, 6), shape=(4, 6))
     with pytest.raises(sl.AlgorithmError, match="reshape: unexpected keyword argument 'shap'"):
         t.reshape(shap=(4, 6))
+
+
+def test_long_chains_of_views_build_and_run():
+    # each view is a call into its source's element: a chain longer than Python's
+    # recursion limit is evaluated on a large stack, not a RecursionError
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    y = Tensor(a)
+    for _ in range(601):
+        y = y.T
+    check(y, a.T)
+    y = Tensor(a)
+    for _ in range(250):
+        y = y.T + 1
+    check(y, a + 250)
