@@ -190,3 +190,19 @@ def test_long_chains_of_views_build_and_run():
     for _ in range(250):
         y = y.T + 1
     check(y, a + 250)
+
+
+@pytest.mark.parametrize("op, ref", [
+    (lambda t: t.reshape(-1), lambda a: a.reshape(-1)),
+    (lambda t: t.reshape(4, 0, 2), lambda a: a.reshape(4, 0, 2)),
+    (lambda t: t.flatten(1), lambda a: a.reshape(2, 0)),
+    (lambda t: t.unsqueeze(1), lambda a: a[:, None]),
+    (lambda t: t.log_softmax(-1), lambda a: a),
+    (lambda t: t.layernorm(), lambda a: a),
+    (lambda t: t.sum(-1), lambda a: a.sum(-1)),
+])
+def test_ops_on_tensors_with_an_empty_inner_dimension(op, ref):
+    # a zero-sized dim that is not the first: nothing is read, and nothing may fail
+    e = np.zeros((2, 0, 4), np.float32)
+    check(op(Tensor(e)), ref(e))
+    assert sl.compile(op(Tensor.input("e", (2, 0, 4))))(e=e).shape == ref(e).shape
