@@ -70,6 +70,8 @@ def _plain_matrix_read(ref):
 def _tile_roles(f, d0, ext):
     """``(u, v, vector operand read)`` for register tiling of Func ``f``, or None."""
     pure = [a.name for a in d0.args]
+    if len(pure) < 2:
+        return None         # a 0-d or 1-d Func has no pair of loops to tile
     v = pure[-1]
     refs = [r for r in reads(d0) if r.func is not f]
     best = None

@@ -441,3 +441,19 @@ def test_closing_a_compile_pool_whose_terminate_hangs_kills_its_workers(monkeypa
     assert all(w.killed for w in pool._pool) and cp._pool is None
     pool.release.set()
     cp.close()                                    # closed: nothing left to stop
+
+
+def test_pipelines_with_a_scalar_reduction_tune():
+    # a 0-d Func has no loops to tile: its templates are skipped, not an IndexError
+    A = sl.Input("A", sl.float32, (64,))
+    x = sl.Var("x")
+    r = sl.RDom(64, name="r")
+    total = sl.Func("total", shape=())
+    total[()] = sl.sum(A[r])
+    a = np.arange(64, dtype=np.float32)
+    s = tune([total], beam=2, budget_s=1, threads=1, progress=False, store=False).schedule
+    assert sl.compile(total, s)(A=a) == a.sum()
+    g = sl.Func("g", shape=(64,))
+    g[x] = A[x] - total[()]
+    s = tune([g], beam=2, budget_s=1, threads=1, progress=False, store=False).schedule
+    np.testing.assert_allclose(sl.compile(g, s)(A=a), a - a.sum())
