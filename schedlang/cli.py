@@ -271,6 +271,18 @@ def _thread_counts(text):
     return counts
 
 
+def _check_writable(flag, path):
+    """Refuse an output file that cannot be written before the benchmarks run, not after."""
+    import os
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise SystemExit(f"{flag} {path}: is a directory; give a file name")
+    if not os.path.isdir(folder):
+        raise SystemExit(f"{flag} {path}: the folder {folder} does not exist; create it first")
+    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
+        raise SystemExit(f"{flag} {path}: cannot write there (permission denied)")
+
+
 def cmd_bench(args):
     WORKLOADS, _ = _workloads()
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
@@ -287,6 +299,9 @@ def cmd_bench(args):
     threads = _thread_counts(args.threads)
     from schedlang.compiler import check_target
     check_target(args.target)
+    for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
+        if path:
+            _check_writable(flag, path)
     for n in names:             # every --size is checked before anything is tuned or measured
         for size in args.size or []:
             make_workload(n, size, args.stride, args.kernel)

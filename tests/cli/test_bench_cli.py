@@ -148,3 +148,12 @@ def test_show_into_a_pipe_closed_early_stops_without_a_traceback():
     err = p.stderr.read().decode()
     p.wait(timeout=300)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_bench_refuses_an_output_file_it_cannot_write_before_measuring(tmp_path):
+    for flag, path, why in (("--csv", tmp_path / "no" / "x.csv", "does not exist"),
+                            ("--plot", tmp_path, "is a directory")):
+        r = _run("bench", "gemm", "--size", "32", "--compare", "numpy", flag, str(path))
+        assert r.returncode != 0 and "Traceback" not in r.stderr
+        assert f"{flag} {path}: " in r.stderr and why in r.stderr
+        assert "GFLOP/s" not in r.stdout            # refused before anything was measured
