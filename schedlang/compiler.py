@@ -59,10 +59,13 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
         raise CompileError(f"sl.compile: schedule must be an sl.Schedule, got {schedule!r}")
     if len(schedule.outputs) != len(outputs) or any(a is not b for a, b in
                                                      zip(schedule.outputs, outputs)):
-        raise CompileError(f"sl.compile: the schedule is for "
-                           f"{', '.join(o.name for o in schedule.outputs)}, not "
-                           f"{', '.join(o.name for o in outputs)}; build it with "
-                           f"sl.Schedule({', '.join(o.name for o in outputs)})")
+        theirs = ", ".join(o.name for o in schedule.outputs)
+        ours = ", ".join(o.name for o in outputs)
+        same = " (another Func of the same name: was the algorithm built again?)" \
+            if theirs == ours else ""
+        raise CompileError(f"sl.compile: the schedule is for {theirs}, not these outputs "
+                           f"{ours}{same}; build it with sl.Schedule({ours}) of the Funcs you "
+                           "compile, or move it over with Schedule.from_json(s.to_json(), ...)")
     return outputs, schedule
 
 

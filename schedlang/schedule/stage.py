@@ -129,11 +129,11 @@ class StageSchedule:
         self._check_live(op)
         self.schedule._record(self, op, args, kwargs or {})
 
-    def _fresh(self, name, directive):
+    def _fresh(self, name, directive, keyword="names=(...)"):
         if any(d.name == name for d in self.dims) or any(
                 s.old == name or s.outer == name or s.inner == name for s in self.splits):
             raise ScheduleError(f"{directive} on {self.name}: the loop name {name!r} is already "
-                                "used; pass names=(...) with new names")
+                                f"used; pass {keyword} with a new name")
         return name
 
     def _is_output(self):
@@ -228,7 +228,7 @@ class StageSchedule:
                                 "reduction loop")
         if a.kind != "serial" or b.kind != "serial":
             raise ScheduleError(f"{directive} on {self.name}: fuse loops before marking them")
-        name = self._fresh(name or f"{a.name}.{b.name}.f", directive)
+        name = self._fresh(name or f"{a.name}.{b.name}.f", directive, "name=...")
         pos = self._pos(a)
         self.dims[pos:pos + 2] = [Dim(name, is_rvar=a.is_rvar)]
         self.splits.append(Split("fuse", name, a.name, b.name))

@@ -699,3 +699,32 @@ def test_loop_directives_on_an_input_are_refused_and_hasattr_is_false():
                                                r"compute_at \(of the staged copy\) apply"):
         s[A].split(x, 2)
     assert not hasattr(s[A], "vectorize") and hasattr(s[A], "cache_read")
+
+
+def test_fuse_name_clash_names_the_keyword_fuse_takes():
+    A = sl.Input("A", sl.float32, (4, 4))
+    i, j = sl.vars("i j")
+    f = sl.Func("f", shape=(4, 4))
+    f[i, j] = A[i, j]
+    s = sl.Schedule(f)
+    with pytest.raises(sl.ScheduleError) as e:
+        s[f].fuse(i, j, name="i")
+    assert "the loop name 'i' is already used; pass name=... with a new name" in str(e.value)
+    with pytest.raises(sl.ScheduleError) as e:
+        s[f].split(i, 2, names=("j", "k"))
+    assert "pass names=(...) with a new name" in str(e.value)
+
+
+def test_a_schedule_of_an_algorithm_built_again_is_refused_with_a_reason():
+    def build():
+        A = sl.Input("A", sl.float32, (4,))
+        x = sl.Var("x")
+        C = sl.Func("C", shape=(4,))
+        C[x] = A[x] + 1
+        return C
+    c1, c2 = build(), build()
+    with pytest.raises(sl.CompileError) as e:
+        sl.compile(c2, sl.Schedule(c1))
+    msg = str(e.value)
+    assert "another Func of the same name: was the algorithm built again?" in msg
+    assert "Schedule.from_json(s.to_json(), ...)" in msg
