@@ -24,21 +24,28 @@ def _site_name(site):
 
 
 def _blame_pad(ctx, site, f, idx):
-    """A read made out of bounds by a tail='pad' split is that directive's fault."""
+    """A read made out of bounds by a tail='pad' split is that directive's fault: one on the
+    reading Func itself, or on a Func that (through others) consumes it, whose rounded-up
+    region makes the reader compute more."""
     func = getattr(site, "owner", None) or site
     if func is None or not hasattr(func, "definitions"):
         return
-    try:
-        stages = ctx.schedule.stage_schedules(func)
-    except KeyError:
-        return
-    for st in stages:
-        for sp in st.splits:
-            if sp.kind == "split" and sp.tail == "pad":
-                raise ScheduleError(
-                    f"split({sp.old}, {sp.factor}, tail='pad') on {st.name}: rounding the region "
-                    f"of {func.name} up makes it read {f.name}[{idx}] outside {f.name}'s extent; "
-                    "use tail='guard' or 'shift', or read it through a boundary condition")
+    sched = ctx.schedule
+    consumers = [g for g in sched.funcs if g is not func and sched._uses(g, func)]
+    for g in [func] + consumers:
+        try:
+            stages = sched.stage_schedules(g)
+        except KeyError:
+            continue
+        for st in stages:
+            for sp in st.splits:
+                if sp.kind == "split" and sp.tail == "pad":
+                    through = "" if g is func else f", which {g.name} reads over that region,"
+                    raise ScheduleError(
+                        f"split({sp.old}, {sp.factor}, tail='pad') on {st.name}: rounding the "
+                        f"region of {g.name} up makes {func.name}{through} read "
+                        f"{f.name}[{idx}] outside {f.name}'s extent; use tail='guard' or "
+                        "'shift', or read it through a boundary condition")
 
 
 def check_access_bounds(stmt, ctx):

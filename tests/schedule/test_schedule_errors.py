@@ -728,3 +728,25 @@ def test_a_schedule_of_an_algorithm_built_again_is_refused_with_a_reason():
     msg = str(e.value)
     assert "another Func of the same name: was the algorithm built again?" in msg
     assert "Schedule.from_json(s.to_json(), ...)" in msg
+
+
+def test_a_pad_split_that_makes_a_producer_read_outside_an_input_is_blamed():
+    # the producers read the Input correctly for the region the algorithm needs; only the
+    # rounded-up region of their consumer reaches past it, and the split is named
+    y, x = sl.vars("y x")
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    g = sl.Func("g")
+    g[y, x] = A[y, x] * 2
+    h = sl.Func("h")
+    h[y, x] = g[y, x] + 1
+    f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+    f[y, x] = h[y, x] * 3
+    s = sl.Schedule(f)
+    s[h].compute_root()
+    s[h].split(x, 4, tail="pad")
+    s[g].compute_root()
+    with pytest.raises(sl.ScheduleError) as e:
+        sl.compile(f, s)
+    assert str(e.value).startswith(
+        "split(x, 4, tail='pad') on h: rounding the region of h up makes g, which h reads over "
+        "that region, read A[y, x] outside A's extent; use tail='guard' or 'shift'")
