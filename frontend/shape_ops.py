@@ -457,6 +457,8 @@ def getitem(x, key):
                 raise sl.AlgorithmError(f"getitem: slice {k!r} must have int (or None) start, "
                                         "stop and step") from None
             length = len(range(start, stop, step))
+            if length <= 1:
+                step = 1        # one element (or none): any step reads the same, e.g. ::2**40
             plan.append(("slice", start if length else 0, step))
             shape.append(length)
         elif _is_index(k):

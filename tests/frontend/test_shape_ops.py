@@ -206,3 +206,10 @@ def test_ops_on_tensors_with_an_empty_inner_dimension(op, ref):
     e = np.zeros((2, 0, 4), np.float32)
     check(op(Tensor(e)), ref(e))
     assert sl.compile(op(Tensor.input("e", (2, 0, 4))))(e=e).shape == ref(e).shape
+
+
+@pytest.mark.parametrize("key", [np.s_[::2**31], np.s_[::-2**40], np.s_[1::2**40, ::-2**33],
+                                 np.s_[:, 2::2**35]])
+def test_slice_steps_beyond_int32_select_one_element_as_numpy(key):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    check(Tensor(a)[key], a[key])
