@@ -129,6 +129,26 @@ def promote_operands(operands):
     return out
 
 
+# ops where bool data next to a Python int computes in numpy's and torch's default int
+_INT_ARITHMETIC = frozenset(["add", "sub", "mul", "floordiv", "mod", "pow", "bitwise_and",
+                             "bitwise_or", "bitwise_xor", "left_shift", "right_shift",
+                             "maximum", "minimum", "clamp", "clamp_min", "clamp_max"])
+
+
+def _bools_next_to_an_int_literal(op, operands):
+    """``bool_tensor + 2`` is int64 in numpy and torch (a bool takes no literal's type):
+    bool operands become int64 when the only other operands are Python ints."""
+    if op not in _INT_ARITHMETIC:
+        return operands
+    typed = [_strong_dtype(x) for x in operands]
+    if not (any(d is not None and d.is_bool for d in typed)
+            and all(d is None or d.is_bool for d in typed)
+            and any(type(x) is int for x in operands)):
+        return operands
+    return [cast(x, sl.int64) if isinstance(x, Tensor) and x.dtype.is_bool
+            else np.int64(x) if isinstance(x, np.bool_) else x for x in operands]
+
+
 def elementwise(op, fn, *operands, extra=(), promote=True):
     """Apply ``fn(*element_exprs)`` to Tensors / scalars with broadcasting.
 
@@ -139,7 +159,7 @@ def elementwise(op, fn, *operands, extra=(), promote=True):
     """
     operands = [_coerce(x, op) for x in operands]
     if promote:
-        operands = promote_operands(operands)
+        operands = promote_operands(_bools_next_to_an_int_literal(op, operands))
     tensors = [x for x in operands if isinstance(x, Tensor)]
     if not tensors:
         raise sl.AlgorithmError(f"{op}: at least one operand must be a Tensor")

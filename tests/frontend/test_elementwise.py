@@ -295,3 +295,11 @@ def test_softmax_of_bools_asks_for_a_cast(op):
     with pytest.raises(sl.AlgorithmError) as e:
         getattr(b, op)(-1)
     assert str(e.value).startswith(f"{op}: the input is bool") and "cast" in str(e.value)
+
+
+@pytest.mark.parametrize("expr", ["X + 2", "X * 1", "X & 1", "X - 3", "2 ** X", "X // 2",
+                                  "X << 1", "F.maximum(X, 3)"])
+def test_bool_data_next_to_an_int_literal_is_int64_as_numpy_and_torch(expr):
+    b = np.array([True, False, True])
+    ref = eval(expr.replace("X", "b").replace("F.maximum", "np.maximum"))
+    check(eval(expr.replace("X", "Tensor(b)")), ref)
