@@ -41,6 +41,8 @@ def shape_args(shape, op):
     """Sizes given as ``f(x, 2, 3)`` or ``f(x, (2, 3))``; each must be an int."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    elif len(shape) == 1 and isinstance(shape[0], np.ndarray) and shape[0].ndim == 1:
+        shape = tuple(shape[0].tolist())        # numpy takes an int array as a shape too
     for s in shape:
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
             raise sl.AlgorithmError(f"{op}: sizes and dims must be ints, got {s!r} in "

@@ -91,6 +91,12 @@ class Tensor:
     __array_ufunc__ = None   # numpy arrays on the left of an operator defer to Tensor
 
     def __init__(self, data):
+        if str(getattr(data, "dtype", "")) == "torch.bfloat16":
+            # numpy has no bfloat16: the values travel as float32 (exact) and are cast back
+            from .elementwise import cast
+            wide = Tensor(data.detach().cpu().float().numpy())
+            self.__dict__.update(cast(wide, sl.bfloat16).__dict__)
+            return
         try:
             arr = np.asarray(data)
         except (TypeError, ValueError) as e:

@@ -303,3 +303,12 @@ def test_bool_data_next_to_an_int_literal_is_int64_as_numpy_and_torch(expr):
     b = np.array([True, False, True])
     ref = eval(expr.replace("X", "b").replace("F.maximum", "np.maximum"))
     check(eval(expr.replace("X", "Tensor(b)")), ref)
+
+
+def test_torch_bfloat16_data_and_int_array_shapes_are_accepted():
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([1.5, -2.25, 3.0e3], dtype=torch.bfloat16)
+    x = Tensor(t)
+    assert x.dtype == sl.bfloat16 and x.shape == (3,)
+    check(x.cast(sl.float32) * 2, (t.float() * 2).numpy())
+    assert Tensor(np.zeros((2, 3, 4), np.float32)).reshape(np.array([4, 6])).shape == (4, 6)
