@@ -80,24 +80,19 @@ def _groups(src, dst):
     return groups
 
 
-def _positional_or_keyword(op, args, name, value):
-    """``args`` (the positional sizes / dims) or the same given by keyword, as numpy and
-    torch also spell them (``reshape(shape=...)``, ``permute(dims=...)``)."""
-    if value is None:
-        return args
-    if args:
-        raise sl.AlgorithmError(f"{op}: give the {name} either positionally or as {name}=, "
-                                "not both")
-    return (value,)
-
-
-def _only_keyword(op, kw, name):
-    """The value of keyword ``name`` (numpy's / torch's spelling), the only one accepted."""
+def _sizes_or_keyword(op, args, kw, name):
+    """The positional sizes / dims ``args``, or the same given as keyword ``name`` (numpy's
+    and torch's spelling: ``reshape(shape=...)``, ``permute(dims=...)``), as ints."""
     extra = sorted(set(kw) - {name})
     if extra:
         raise sl.AlgorithmError(f"{op}: unexpected keyword argument {extra[0]!r}; {op} takes "
                                 f"its {name} positionally or as {name}=")
-    return kw.get(name)
+    if name in kw:
+        if args:
+            raise sl.AlgorithmError(f"{op}: give the {name} either positionally or as "
+                                    f"{name}=, not both")
+        args = (kw[name],)
+    return shape_args(args, op)
 
 
 def reshape(x, *shape, **kw):
@@ -108,8 +103,7 @@ def reshape(x, *shape, **kw):
     divides the first index.
     """
     x = as_tensor(x, "reshape")
-    shape = shape_args(_positional_or_keyword("reshape", shape, "shape",
-                                              _only_keyword("reshape", kw, "shape")), "reshape")
+    shape = _sizes_or_keyword("reshape", shape, kw, "shape")
     if shape.count(-1) > 1:
         raise sl.AlgorithmError(f"reshape{shape}: at most one dimension may be -1")
     known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
@@ -193,8 +187,7 @@ def permute(x, *dims, **kw):
     """Reorder dims (no copy): ``x.permute(0, 2, 1)``; output dim ``d`` is source dim
     ``dims[d]``, as torch / ``np.transpose(x, dims)``."""
     x = as_tensor(x, "permute")
-    dims = shape_args(_positional_or_keyword("permute", dims, "dims",
-                                             _only_keyword("permute", kw, "dims")), "permute")
+    dims = _sizes_or_keyword("permute", dims, kw, "dims")
     norm = [normalize_axis(d, x.ndim, "permute") for d in dims]
     if sorted(norm) != list(range(x.ndim)):
         raise sl.AlgorithmError(f"permute{dims}: not a permutation of the {x.ndim} dims of a "
@@ -244,8 +237,7 @@ def expand(x, *shape, **kw):
     """Broadcast to ``shape`` (torch ``expand``; ``-1`` keeps a dim, new dims lead).
     Example: ``Tensor(np.ones((3, 1))).expand(2, 3, 4)``."""
     x = as_tensor(x, "expand")
-    shape = shape_args(_positional_or_keyword("expand", shape, "size",
-                                              _only_keyword("expand", kw, "size")), "expand")
+    shape = _sizes_or_keyword("expand", shape, kw, "size")
     lead = len(shape) - x.ndim
     if lead < 0:
         raise sl.AlgorithmError(f"expand: the target {shape} has fewer dims than the tensor "
@@ -392,16 +384,23 @@ def pad(x, pad_width, value=0, mode="constant", *, constant_values=None):
                 continue
             ok = (j >= a) & (j < a + n) if a else (j < n)
             inside = ok if inside is None else inside & ok
-            src.append(_clamp(j - a, n) if a else _clamp(j, n))
+            src.append(_constant_pad_source(j, a, n))
         return sl.select(inside, x.element(src), value)
     return Tensor.make("pad", (tuple(pairs), scalar_key(value)), [x], shape, x.dtype, index_fn)
+
+
+def _constant_pad_source(j, a, n):
+    """The source index output index ``j`` reads in a dim of size ``n`` padded by ``a``
+    before: clamped into the source, so every read is provably in bounds (the select
+    around it gives the fill outside)."""
+    return _clamp(j - a, n) if a else _clamp(j, n)
 
 
 def _pad_per_side(x, pairs, fills, shape):
     """A constant pad with its own fill per dim and side: numpy pads one axis after the
     other, so where an element is outside along several axes the last one's fill wins."""
     def index_fn(idx):
-        src = [j if a == 0 and b == 0 else (_clamp(j - a, n) if a else _clamp(j, n))
+        src = [j if a == 0 and b == 0 else _constant_pad_source(j, a, n)
                for j, (a, b), n in zip(idx, pairs, x.shape)]
         value = x.element(src)
         for j, (a, b), n, (before, after) in zip(idx, pairs, x.shape, fills):

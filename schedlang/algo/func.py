@@ -191,9 +191,8 @@ class RDom(E.ExprOps):
         if len(self.bounds) > 4:
             raise AlgorithmError(f"RDom {self.name}: at most 4 dimensions (x, y, z, w)")
         if _vars is None:
-            names = [self.name] if len(self.bounds) == 1 else [
-                f"{self.name}.{c}" for c in "xyzw"[:len(self.bounds)]]
-            _vars = [E.RVar(n, self, d) for d, n in enumerate(names)]
+            _vars = [E.RVar(n, self, d)
+                     for d, n in enumerate(_rvar_names(self.name, len(self.bounds)))]
         self.vars = list(_vars)
         self.predicate = _pred
 

@@ -627,10 +627,9 @@ class StageSchedule:
         fs = self._func_directive("compute_at")
         level = self.schedule._loop_level(self.func, consumer, v, "compute_at")
         spelled = self.schedule._level_spelling(self.func, level)
-        self.schedule._check_one_stage_reads(self.func, level,
-                                             f"compute_at({level[1].name}, {spelled})", self.name)
-        self.schedule._check_placement(self.func, fs.store, level,
-                                       f"compute_at({level[1].name}, {spelled})", self.name)
+        directive = f"compute_at({level[1].name}, {spelled})"
+        self.schedule._check_one_stage_reads(self.func, level, directive, self.name)
+        self.schedule._check_placement(self.func, fs.store, level, directive, self.name)
         fs.compute = level
         self._record("compute_at", [level[1].name, spelled])
         return self
@@ -641,10 +640,9 @@ class StageSchedule:
         fs = self._func_directive("store_at")
         level = self.schedule._loop_level(self.func, consumer, v, "store_at")
         spelled = self.schedule._level_spelling(self.func, level)
-        self.schedule._check_one_stage_reads(self.func, level,
-                                             f"store_at({level[1].name}, {spelled})", self.name)
-        self.schedule._check_placement(self.func, level, fs.compute,
-                                       f"store_at({level[1].name}, {spelled})", self.name)
+        directive = f"store_at({level[1].name}, {spelled})"
+        self.schedule._check_one_stage_reads(self.func, level, directive, self.name)
+        self.schedule._check_placement(self.func, level, fs.compute, directive, self.name)
         fs.store = level
         self._record("store_at", [level[1].name, spelled])
         return self
