@@ -32,7 +32,7 @@ _names = itertools.count()
 # An inline element expression whose tree (shared sub-expressions counted each time they
 # are used, as the algorithm language walks them) grows beyond this is stored in its own
 # compute_root Func, so that chains like ``x.gelu().gelu()...`` stay linear in size.
-MAX_INLINE_NODES = 512
+MAX_INLINE_NODES = 64
 
 
 def tree_size(e, memo=None) -> int:
@@ -400,15 +400,17 @@ def default_schedule(t: Tensor, out):
         if id(f) not in present or id(f) in done or id(f) not in fast:
             continue
         module, fn = FAST_SCHEDULES[fast[id(f)]].split(":")
-        trial = s.copy()
+        mark = len(s.trace)
         try:
             scheduled = getattr(importlib.import_module(f".{module}", __package__), fn)(
-                trial, f, f is out)
+                s, f, f is out)
         except sl.SchedlangError:
             scheduled = False     # not the form it expects: the generic schedule below
         if scheduled:
-            s = trial
             done.update(id(g) for g in scheduled)
+        elif len(s.trace) > mark:
+            # undo what it did before it gave up (a copy per try costs a whole replay)
+            s = s.copy(mark)
     for f in stored.values():
         if id(f) in present and id(f) not in done:
             loop_schedule(s, f)

@@ -155,6 +155,29 @@ def _settle_rdom_names(exprs):
         rdom.auto_named = False
 
 
+def settle_func_names(funcs, taken):
+    """Name the unnamed Funcs of a pipeline, given in discovery order from its outputs:
+    ``f``, else the first of ``f1``, ``f2``, ... that is not in ``taken`` (the pipeline's
+    other names); the helper Func of an inline reduction in an unnamed Func is named after
+    it (``f_sum0``). A process-wide counter would
+    name them differently each time the algorithm is built, so ``str(schedule)`` would not
+    replay onto the rebuilt algorithm. Each Func is named once, by the first Schedule."""
+    taken = set(taken) | {f.name for f in funcs if not f.auto_named}
+    for f in funcs:
+        if not f.auto_named:
+            continue
+        hint = f.name_hint
+        if isinstance(hint, tuple):      # a helper of another Func: that Func's name + suffix
+            owner, suffix = hint
+            hint = owner.name + suffix
+        name, k = hint, 0
+        while name in taken:
+            k += 1
+            name = f"{hint}{k}"
+        taken.add(name)
+        f.name, f.auto_named = name, False
+
+
 def _rvar_names(name, ndim):
     return [name] if ndim == 1 else [f"{name}.{c}" for c in "xyzw"[:ndim]]
 
@@ -446,6 +469,9 @@ class Func(Callable):
 
     def __init__(self, name=None, shape=None):
         self.name = _check_name("Func", name if name is not None else f"f{next(_counter)}")
+        # an unnamed Func is named when a Schedule first covers it (settle_func_names)
+        self.auto_named = self.born_unnamed = name is None
+        self.name_hint = "f"
         self.shape = None if shape is None else tuple(
             _shape_size(s, f"Func {self.name}") for s in (shape if isinstance(shape, (tuple, list))
                                                else (shape,)))
@@ -599,7 +625,11 @@ class Func(Callable):
             seen.add(v.name)
             free.append(v)
         hvars = [E.Var(v.name) for v in free]
-        h = Func(f"{self.name}_{red.op}{len(self.helpers)}")
+        suffix = f"_{red.op}{len(self.helpers)}"
+        h = Func(self.name + suffix)
+        h.born_unnamed = True   # no user variable holds it: str(schedule) names it by string
+        if self.auto_named:     # named after this Func once it has its settled name
+            h.auto_named, h.name_hint = True, (self, suffix)
         body = E.substitute(red.body, {v.name: hv for v, hv in zip(free, hvars)})
         h[tuple(hvars)] = E.Reduce(red.op, body, red.rdom, red.dtype)
         self.helpers.append(h)

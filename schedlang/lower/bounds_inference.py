@@ -20,8 +20,10 @@ class AccessBoxes:
     calls ``visit(kind, func, args, scope, site)`` for every read ("call") and write
     ("provide"). ``site`` is the Func of the enclosing Provide (who reads)."""
 
-    def __init__(self, visit, scope=None, track_facts=False):
+    def __init__(self, visit, scope=None, track_facts=False, only=None):
         self.visit, self.scope = visit, scope or Scope()
+        # with ``only`` (a Func), statements that do not mention it are skipped
+        self.only = None if only is None else id(only)
         # with track_facts, ``facts`` holds what is known on the current path (loop ranges,
         # let definitions, if conditions) for exact reasoning with z3
         self.track, self.facts = track_facts, []
@@ -38,7 +40,7 @@ class AccessBoxes:
             self.facts.pop()
 
     def stmt(self, s, site=None):
-        if s is None:
+        if s is None or (self.only is not None and self.only not in ir.funcs_mentioned(s)):
             return
         sc = self.scope
         if isinstance(s, ir.Block):
@@ -208,7 +210,7 @@ def func_box(stmt, func, kinds=("call", "provide")):
         ivs = [bounds_of(ir.as_int64(a), scope) for a in args]
         sites.append(args)
         box[0] = ivs if box[0] is None else [union(x, y) for x, y in zip(box[0], ivs)]
-    AccessBoxes(visit).stmt(stmt)
+    AccessBoxes(visit, only=func).stmt(stmt)
     return box[0], sites
 
 

@@ -82,7 +82,9 @@ class VectorReduce(E.Expr):
 class Stmt:
     """Base of loop IR statements. ``children`` names the Stmt fields, ``exprs`` the Expr ones."""
 
-    __slots__ = ()
+    # what funcs_mentioned found, kept on the node: statements are never changed in place
+    # (``replace`` makes a new one, without it)
+    __slots__ = ("_funcs",)
     children: tuple = ()
     exprs: tuple = ()
 
@@ -333,6 +335,27 @@ def walk_stmt(s, fn):
             walk_stmt(c, fn)
     for f in s.children:
         walk_stmt(getattr(s, f), fn)
+
+
+def funcs_mentioned(s) -> frozenset:
+    """The ids of the Funcs that statement ``s`` reads, writes or realizes anywhere inside.
+    Cached on each node, so that a pass asking about one Func after another can skip the
+    parts of a large loop nest that do not touch it in constant time.
+    Example: ``id(f) in funcs_mentioned(loop)``."""
+    try:
+        return s._funcs
+    except AttributeError:
+        pass
+    found = set()
+    for e in stmt_exprs(s):
+        walk_expr(e, lambda n: found.add(id(n.func)) if isinstance(n, E.FuncRef) else None)
+    if isinstance(s, (Provide, Realize)):
+        found.add(id(s.func))
+    for c in (s.stmts if isinstance(s, Block) else [getattr(s, f) for f in s.children]):
+        if c is not None:
+            found |= funcs_mentioned(c)
+    s._funcs = frozenset(found)
+    return s._funcs
 
 
 def stmt_exprs(s):

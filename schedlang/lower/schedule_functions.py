@@ -21,13 +21,18 @@ from .sliding_window import slide_region
 
 
 def count_calls(s, func):
+    """How many reads of ``func`` statement ``s`` holds (parts without one are skipped)."""
+    if s is None or id(func) not in ir.funcs_mentioned(s):
+        return 0
     n = [0]
 
     def fn(x):
         if isinstance(x, E.FuncRef) and x.func is func:
             n[0] += 1
-    ir.walk_stmt(s, lambda st: [E.walk_expr(e, fn) for e in ir.stmt_exprs(st)])
-    return n[0]
+    for e in ir.stmt_exprs(s):
+        E.walk_expr(e, fn)
+    kids = s.stmts if isinstance(s, ir.Block) else [getattr(s, f) for f in s.children]
+    return n[0] + sum(count_calls(c, func) for c in kids)
 
 
 def _demand(ctx, f, demand_stmt):

@@ -16,7 +16,7 @@ import json
 import keyword
 
 from ..algo import expr as E
-from ..algo.func import IDENT, Definition, Func, Input, definition_exprs
+from ..algo.func import IDENT, Definition, Func, Input, definition_exprs, settle_func_names
 from ..algo.printer import expr_to_python
 from ..deep_recursion import deep_recursion
 from ..errors import ScheduleError
@@ -145,7 +145,10 @@ class Schedule:
         self._recording = True
         for o in self.outputs:
             self._discover(o)
-        self.user_funcs = {g.name for g in self.funcs + self.inputs if _bare_name_ok(g.name)}
+        settle_func_names(self.funcs, {g.name for g in self.inputs} | self._var_names())
+        # str(s) names these bare; an unnamed Func (or a reduction's helper) by string
+        self.user_funcs = {g.name for g in self.funcs + self.inputs if _bare_name_ok(g.name)
+                           and not getattr(g, "born_unnamed", False)}
         # the algorithm as built, before any directive adds or rewrites a Func: its
         # canonical names (for to_json / from_json) are found from this when first needed
         self._unscheduled = _PipelineView(list(self.funcs), list(self.inputs),
@@ -183,11 +186,29 @@ class Schedule:
             if sv.source is not None:
                 self._discover(sv.source)
 
+    def _var_names(self):
+        """Names of the Vars and reduction variables the pipeline's definitions use."""
+        names = set()
+
+        def visit(n):
+            if isinstance(n, E.Var) and not isinstance(n, (E.SizeVar, E.Param)):
+                names.add(n.name)
+        for f in self.funcs:
+            for d in self.defs[id(f)]:
+                for e in definition_exprs(d):
+                    E.walk_expr(e, visit)
+        return names
+
     def _check_unique(self, f):
         for g in self.funcs + self.inputs:
-            if g.name == f.name and g is not f:
-                raise ScheduleError(f"two different Funcs/Inputs are both named {f.name!r}; give "
-                                    "each a unique name")
+            # an unnamed Func not yet named gets a free name after discovery
+            if g.name == f.name and g is not f and not getattr(f, "auto_named", False) and \
+                    not getattr(g, "auto_named", False):
+                unnamed = " (an unnamed sl.Func() is named f, f1, ... by the first Schedule " \
+                    "that covers it)" if getattr(f, "born_unnamed", False) or \
+                    getattr(g, "born_unnamed", False) else ""
+                raise ScheduleError(f"two different Funcs/Inputs are both named {f.name!r}"
+                                    f"{unnamed}; give each a unique name: sl.Func(\"name\")")
 
     def _add_func_state(self, f):
         defs = self.defs[id(f)]
@@ -335,11 +356,12 @@ class Schedule:
                                 f"arguments {d.kwargs!r} do not fit {d.op}: {e}") from None
         return method(*d.args, **kwargs)
 
-    def copy(self):
-        """A new Schedule of the same outputs with the same directives."""
+    def copy(self, upto=None):
+        """A new Schedule of the same outputs with the same directives (the first ``upto``
+        of them: ``s.copy(len(s.trace) - 1)`` undoes the last). Example: ``t = s.copy()``."""
         s = Schedule(*self.outputs)
         s._names = self._names      # the same algorithm: nothing to rename
-        for d in self.trace:
+        for d in self.trace[:upto]:
             s.apply(d)
         return s
 

@@ -152,6 +152,25 @@ def test_deep_chains_stay_small():
     assert any(n.op == "stored" for n in topo_order(y))   # stored in Funcs, not one huge tree
 
 
+def test_a_chain_of_layernorms_is_stored_every_few_layers():
+    # each layer reads the one before three times (mean, variance, normalize): inlined
+    # all the way, layer k would recompute k layers per element and the loop IR (and the
+    # work) would grow with the square of the depth
+    x = Tensor.input("x", (8, 64))
+    y = x
+    for _ in range(30):
+        y = F.layernorm(y)
+    stored = [n for n in topo_order(y) if n.op == "stored"]
+    assert len(stored) >= 30 // 5, len(stored)
+    kern = sl.compile(y)
+    assert max(len(line) for line in kern.loop_ir.splitlines()) < 1500
+    a = rng.standard_normal((8, 64)).astype(np.float32) * 3 + 1
+    want = a.astype(np.float64)
+    for _ in range(30):
+        want = (want - want.mean(-1, keepdims=True)) / np.sqrt(want.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(kern(x=a), want, rtol=1e-3, atol=1e-3)
+
+
 def test_matmul_gets_the_register_tiled_schedule():
     import schedlang as sl
     from schedlang.frontend import Tensor

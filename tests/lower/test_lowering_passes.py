@@ -314,3 +314,25 @@ def test_a_producer_of_a_per_tile_region_under_a_guarded_split_is_bounded_exactl
     s[C].split(y, 3, tail="guard")
     a2 = np.random.default_rng(0).random((10, 8), dtype=np.float32)
     np.testing.assert_allclose(sl.compile(C, s)(A2=a2), a2 * 2 + 1, rtol=1e-6)
+
+
+def test_funcs_mentioned_sees_reads_writes_and_realizes_and_is_redone_for_a_new_node():
+    from schedlang.algo import expr as E
+    from schedlang.lower import ir
+    A = sl.Input("A", sl.float32, (8,))
+    x = sl.Var("x")
+    g, h, k = sl.Func("g"), sl.Func("h"), sl.Func("k")
+    g[x] = A[x]
+    h[x] = g[x]
+    k[x] = h[x]
+    i = E.Var("i", sl.int64)
+    zero, eight = ir.i64(0), ir.i64(8)
+    write_h = ir.Provide(h, [i], E.FuncRef(g, [i]))
+    loop = ir.For("i", zero, eight, "serial", write_h)
+    nest = ir.Realize(k, [], "global", ir.make_block([loop, ir.Evaluate(E.Const(0, sl.int32))]))
+    assert ir.funcs_mentioned(nest) == {id(g), id(h), id(k)}
+    assert ir.funcs_mentioned(loop) == {id(g), id(h)}
+    # a node made by replace() is a new statement: what it mentions is found again
+    other = loop.replace(body=ir.Provide(k, [i], E.FuncRef(A, [i])))
+    assert ir.funcs_mentioned(other) == {id(k), id(A)}
+    assert ir.funcs_mentioned(loop) == {id(g), id(h)}

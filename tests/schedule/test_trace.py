@@ -512,3 +512,51 @@ def test_unnamed_rdoms_of_one_definition_get_distinct_names():
     assert [v.name for v in below.vars] == [v.name for v in r.vars] == ["r.x", "r.y"]
     a = rand(3, 4)
     np.testing.assert_allclose(sl.compile(g)(A=a), a.sum(1) + a.max(1), rtol=1e-5)
+
+
+def test_str_replays_onto_a_rebuilt_algorithm_with_unnamed_funcs():
+    # sl.Func() without a name is named by the first Schedule that covers it (f, f1, ...,
+    # its inline reductions' helpers after it), so the same algorithm built again gets the
+    # same names and str(s) replays onto it
+    def build():
+        A = sl.Input("A", sl.float32, ("M", "N"))
+        i, j = sl.vars("i j")
+        k, m = sl.RDom(A.shape[1], name="k"), sl.RDom(A.shape[1], name="m")
+        g = sl.Func()
+        g[i, j] = A[i, j] * 2 + sl.sum(A[i, k]) * sl.maximum(A[i, m])
+        h = sl.Func()
+        h[i, j] = g[i, j] + 1
+        out = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+        out[i, j] = h[i, j] - A[i, j]
+        return dict(A=A, i=i, j=j, k=k, m=m, g=g, h=h, f=out), out
+    ns, out = build()
+    s = sl.Schedule(out)
+    g, h = ns["g"], ns["h"]
+    assert (h.name, g.name) == ("f1", "f2")     # "f" is the output's; discovery order
+    assert [f.name for f in g.helpers] == ["f2_maximum0"]
+    s[g].compute_root().vectorize(ns["j"], 8)
+    s[h].compute_at(out, ns["i"])
+    s[g.helpers[0]].compute_at(g, ns["i"])
+    # no variable of the user's holds them by these names: str(s) names them by string
+    assert "s['f2'].compute_root()" in str(s) and "s['f1'].compute_at(f, 'i')" in str(s)
+    assert "s['f2_maximum0'].compute_at('f2', 'i')" in str(s)
+    _replays_to_the_same_loops(s, out, build)
+    a = rand(5, 12)
+    want = a * 2 + a.sum(1, keepdims=True) * a.max(1, keepdims=True) + 1 - a
+    np.testing.assert_allclose(sl.compile(out, s)(A=a), want, rtol=1e-5)
+
+
+def test_two_unnamed_funcs_named_alike_by_separate_schedules_are_refused_by_name():
+    A = sl.Input("A", sl.float32, (8,))
+    x = sl.Var("x")
+    outs = []
+    for n in ("o1", "o2"):
+        p = sl.Func()
+        p[x] = A[x] + 1
+        o = sl.Func(n, shape=(8,))
+        o[x] = p[x]
+        sl.Schedule(o)          # names p "f"
+        outs.append(o)
+    with pytest.raises(sl.ScheduleError, match=r"both named 'f' \(an unnamed sl\.Func\(\) is "
+                       r"named f, f1, \.\.\. by the first Schedule.*sl\.Func\(\"name\"\)"):
+        sl.Schedule(*outs)
