@@ -594,10 +594,13 @@ def concat(tensors, *more, axis=_UNSET, dim=None):
     tensors = promote_operands(tensors)
     # the result type of every operand, empty ones too (numpy's)
     common = functools.reduce(T.promote_types, [t.dtype for t in tensors])
+    given = tensors     # the graph keeps the empty ones: their inputs stay kernel arguments
     tensors = [t for t in tensors if t.shape[ax] > 0] or tensors[:1]
     tensors = [t if t.dtype == common else cast(t, common) for t in tensors]
     if len(tensors) == 1:
-        return tensors[0]
+        only = tensors[0]
+        return only if len(given) == 1 else Tensor.make(
+            "concat", (ax,), given, only.shape, only.dtype, only.element)
     offsets = np.cumsum([0] + [t.shape[ax] for t in tensors]).tolist()
     shape = first.shape[:ax] + (offsets[-1],) + first.shape[ax + 1:]
 
@@ -614,4 +617,4 @@ def concat(tensors, *more, axis=_UNSET, dim=None):
     probe = E.Var("_p", tensors[0].dtype)
     for t in tensors[1:]:
         probe = sl.select(E.Var("_c", sl.bool), probe, E.Var("_p", t.dtype))
-    return Tensor.make("concat", (ax,), tensors, shape, probe.dtype, index_fn)
+    return Tensor.make("concat", (ax,), given, shape, probe.dtype, index_fn)

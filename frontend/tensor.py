@@ -222,6 +222,9 @@ class Tensor:
         """``(output Func, default Schedule)`` for ``sl.compile(tensor)``."""
         if self._pipeline is None:
             out = self._output_func()
+            # every Tensor.input of the graph is an argument, also one that only an empty
+            # slice reads (its reads are gone from the algorithm)
+            out.extra_inputs = [n.input_node for n in topo_order(self) if n.op == "input"]
             self._pipeline = (out, default_schedule(self, out))
         return self._pipeline
 

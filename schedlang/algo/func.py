@@ -477,6 +477,9 @@ class Func(Callable):
                                                else (shape,)))
         self.definitions: list[Definition] = []
         self.helpers: list[Func] = []   # Funcs made from nested / extra inline reductions
+        # Inputs that are kernel arguments of any pipeline holding this Func though it may
+        # not read them (a frontend graph whose only read of an input is an empty slice)
+        self.extra_inputs: list[Input] = []
 
     @property
     def dtype(self):

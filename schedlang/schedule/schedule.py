@@ -178,6 +178,8 @@ class Schedule:
         for d in f.definitions:
             for ref in _refs(d):
                 self._discover(ref.func)
+        for inp in f.extra_inputs:
+            self._discover(inp)
         # Inputs whose sizes the pipeline uses (a shape, an RDom bound) are arguments too
         sizes = []
         for e in [x for d in f.definitions for x in definition_exprs(d)] + list(f.shape or ()):

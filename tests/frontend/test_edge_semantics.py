@@ -200,3 +200,25 @@ def test_float_and_int_of_a_one_element_tensor_and_clear_misuse_errors():
             F.concat(bad)
     with pytest.raises(sl.AlgorithmError, match="flatten: start_dim 2 comes after end_dim 0"):
         Tensor(np.zeros((2, 3, 4), np.float32)).flatten(2, 0)
+
+
+def test_an_input_read_only_through_an_empty_slice_stays_a_kernel_argument():
+    # the user passes the inputs the graph was built from; one whose every read is an empty
+    # slice is still an argument, checked like the others
+    y = Tensor.input("fy", (3,))
+    k = sl.compile(y[:0].pad(((2, 0),), constant_values=1.0))
+    np.testing.assert_array_equal(k(fy=np.zeros(3, np.float32)), [1, 1])
+    with pytest.raises(sl.ArgumentError, match="fy"):
+        k(fy=np.zeros(4, np.float32))
+    with pytest.raises(sl.ArgumentError, match="fy"):
+        k()
+    x = Tensor.input("fz", (2, 3, 4))
+    ones = np.ones((2, 1, 4), np.float32)
+    for t in (F.concat([x[:, 3:], Tensor(ones)], axis=1),
+              F.concat([x[:, 3:], x[:, :0], Tensor(ones)], axis=1)):
+        k = sl.compile(t)
+        np.testing.assert_array_equal(k(fz=np.zeros((2, 3, 4), np.float32)), ones)
+    a, b = Tensor.input("a", (3, 0)), Tensor.input("b", (0, 4))
+    k = sl.compile(a @ b)
+    np.testing.assert_array_equal(k(a=np.ones((3, 0), np.float32), b=np.ones((0, 4), np.float32)),
+                                  np.zeros((3, 4), np.float32))
