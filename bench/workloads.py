@@ -9,18 +9,27 @@ from __future__ import annotations
 import numpy as np
 
 import schedlang as sl
+from schedlang.autotune.measure import machine_memory_bytes
 from schedlang.frontend.winograd import schedule_winograd, winograd_conv3x3, winograd_tile
 
 
-def parse_size(workload, text):
+def parse_size(workload, text, allocates=True):
     """``--size``: gemm ``N`` or ``MxNxK``; conv ``NxCxHxWxK``; blur ``N`` or ``HxW``;
-    softmax ``N`` or ``RxC``."""
+    softmax ``N`` or ``RxC``. With ``allocates`` (bench, tune), a size whose arrays would not
+    fit in memory is refused."""
     try:
         parts = [int(p) for p in str(text).lower().split("x")]
     except ValueError:
         raise SystemExit(f"--size {text!r}: expected integers separated by 'x'") from None
     if min(parts) < 1:
         raise SystemExit(f"--size {text!r}: every size must be at least 1")
+    size = _size_of(workload, text, parts)
+    if allocates:
+        _check_fits_in_memory(workload, text, size)
+    return size
+
+
+def _size_of(workload, text, parts):
     if workload == "gemm":
         if len(parts) == 1:
             return (parts[0],) * 3
@@ -39,6 +48,26 @@ def parse_size(workload, text):
         if len(size) == 2:
             return size
     raise SystemExit(f"--size {text!r} does not fit workload {workload}")
+
+
+def _check_fits_in_memory(workload, text, size):
+    """Refuse a size whose arrays (inputs, output, the references' copies: about four
+    times the inputs and output, 8 bytes an element at most) need more than half of
+    the machine's memory, before anything is allocated."""
+    if workload == "gemm":
+        m, n, k = size
+        elements = m * k + k * n + m * n
+    elif workload == "conv":
+        n, c, h, w, k = size
+        elements = n * c * h * w + k * c * 9 + n * k * h * w
+    else:
+        elements = 2 * size[0] * size[1]
+    need = 4 * 8 * elements
+    memory = machine_memory_bytes()
+    if memory is not None and need > memory // 2:
+        raise SystemExit(f"--size {text!r}: the {workload} arrays need about "
+                         f"{need / 2**30:,.1f} GiB, more than half of this machine's "
+                         f"{memory / 2**30:,.1f} GiB; choose a smaller size")
 
 
 class Workload:

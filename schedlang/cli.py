@@ -82,9 +82,9 @@ def _halide_row(w, values, threads):
     return run
 
 
-def make_workload(workload, size_text, stride=1, kernel=3, dtype="float32"):
+def make_workload(workload, size_text, stride=1, kernel=3, dtype="float32", allocates=True):
     WORKLOADS, parse_size = _workloads()
-    size = parse_size(workload, size_text)
+    size = parse_size(workload, size_text, allocates)
     if workload == "conv":
         return WORKLOADS[workload](size, stride=stride, kernel=kernel)
     if workload == "gemm":
@@ -360,7 +360,7 @@ def cmd_show(args):
     if args.workload not in WORKLOADS:
         raise SystemExit(f"unknown workload {args.workload!r}; choose from {', '.join(WORKLOADS)}")
     w = make_workload(args.workload, args.size or WORKLOADS[args.workload].default_sizes[0],
-                      args.stride, args.kernel)
+                      args.stride, args.kernel, allocates=False)
     outs, s = w.algorithm()
     if args.schedule:
         try:
@@ -368,6 +368,9 @@ def cmd_show(args):
                 text = fh.read()
         except OSError as e:
             raise SystemExit(f"--schedule {args.schedule}: cannot read it ({e.strerror})") from None
+        except UnicodeDecodeError:
+            raise SystemExit(f"--schedule {args.schedule}: not a text file; give the JSON text "
+                             "that Schedule.to_json() wrote") from None
         try:
             s = sl.Schedule.from_json(text, outs)
         except (sl.SchedlangError, ValueError, KeyError, TypeError) as e:

@@ -728,9 +728,32 @@ def assume(cond):
     """``sl.assume(A.shape[0] % 16 == 0)``: a fact about sizes / Params the compiler may rely
     on in every pipeline that mentions all of its variables; checked when a kernel is called.
     Returns the condition."""
+    cond = check_fact(cond, "sl.assume", AlgorithmError)
+    ASSUMPTIONS.append(cond)
+    return cond
+
+
+def check_fact(cond, where, error):
+    """``cond`` as a bool expression about sizes and Params, or ``error`` saying what is
+    wrong with it: a fact about a loop Var, or one with no variable, cannot be checked
+    when a kernel is called (and a constant one is always or never true)."""
     cond = E.to_expr(cond)
     if not cond.dtype.is_bool:
-        raise AlgorithmError(f"sl.assume({cond}): the fact must be a bool expression "
-                             "(a comparison)")
-    ASSUMPTIONS.append(cond)
+        raise error(f"{where}({cond}): the fact must be a bool expression (a comparison)")
+    loop_vars, facts_vars = [], []
+
+    def visit(n):
+        if isinstance(n, (E.SizeVar, E.Param)):
+            facts_vars.append(n)
+        elif isinstance(n, E.Var):
+            loop_vars.append(n)
+    E.walk_expr(cond, visit)
+    if loop_vars:
+        raise error(f"{where}({cond}): {loop_vars[0].name} is a loop variable; a fact is about "
+                    "sizes (A.shape[0]) and Params, checked when the kernel is called. To keep "
+                    "an index in bounds, clamp it or read through a boundary condition")
+    if not facts_vars:
+        raise error(f"{where}({cond}): the fact mentions no size or Param, so it says nothing "
+                    "the compiler could use; state it about sizes (A.shape[0] % 16 == 0) "
+                    "or Params")
     return cond

@@ -30,7 +30,7 @@ import numpy as np
 from ..algo import expr as E
 from ..algo.func import definition_exprs
 from ..compiler import compile as sl_compile, kernel_args
-from ..errors import SchedlangError
+from ..errors import CompileError, SchedlangError
 from ..lower.lower import lower_pipeline
 from ..schedule.schedule import Schedule
 from ..targets.kernel import Kernel
@@ -347,6 +347,26 @@ def outputs_match(got, want):
     return True
 
 
+def machine_memory_bytes():
+    """The machine's physical memory in bytes (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_inputs_fit(outputs, shapes):
+    """Refuse, before anything is allocated, to measure a pipeline whose random inputs
+    (made as float64 first) need more than half the machine's memory."""
+    total = sum(8 * int(np.prod(shape, dtype=np.float64)) for shape in shapes.values())
+    memory = machine_memory_bytes()
+    if memory is not None and total > memory // 2:
+        names = ", ".join(o.name for o in outputs)
+        raise CompileError(f"autotune of {names}: measuring needs about {total / 2**30:,.1f} GiB "
+                           f"for random inputs of shapes {shapes}, more than half of this "
+                           f"machine's {memory / 2**30:,.1f} GiB; tune at smaller sizes")
+
+
 class Bench:
     """Fixed random inputs and the default schedule's output for one algorithm; checks and
     times candidate kernels on them. ``default_s`` is the default schedule's time."""
@@ -355,6 +375,7 @@ class Bench:
         self.outputs, self.target = list(outputs), target
         self.threads = threads
         default = Schedule(*self.outputs)
+        check_inputs_fit(self.outputs, shapes)
         self.inputs = random_inputs(default, shapes, seed)
         kern = sl_compile(self.outputs, default, target)
         if threads:

@@ -23,10 +23,10 @@ def _site_name(site):
     return (owner or site).name if site is not None else "the pipeline"
 
 
-def _blame_pad(ctx, site, f, idx):
-    """A read made out of bounds by a tail='pad' split is that directive's fault: one on the
-    reading Func itself, or on a Func that (through others) consumes it, whose rounded-up
-    region makes the reader compute more."""
+def _blame_directive(ctx, site, f, idx):
+    """A read made out of bounds by a directive that enlarges a region is that directive's
+    fault: a tail='pad' split or a ``bound`` on the reading Func itself, or on a Func that
+    (through others) consumes it, whose larger region makes the reader compute more."""
     func = getattr(site, "owner", None) or site
     if func is None or not hasattr(func, "definitions"):
         return
@@ -37,15 +37,20 @@ def _blame_pad(ctx, site, f, idx):
             stages = sched.stage_schedules(g)
         except KeyError:
             continue
+        through = "" if g is func else f", which {g.name} reads over that region,"
         for st in stages:
             for sp in st.splits:
                 if sp.kind == "split" and sp.tail == "pad":
-                    through = "" if g is func else f", which {g.name} reads over that region,"
                     raise ScheduleError(
                         f"split({sp.old}, {sp.factor}, tail='pad') on {st.name}: rounding the "
                         f"region of {g.name} up makes {func.name}{through} read "
                         f"{f.name}[{idx}] outside {f.name}'s extent; use tail='guard' or "
                         "'shift', or read it through a boundary condition")
+        for name, (lo, extent) in stages[0].bounds.items():
+            raise ScheduleError(
+                f"bound({name}, {lo}, {extent}) on {g.name}: computing {g.name} over that "
+                f"region makes {func.name}{through} read {f.name}[{idx}] outside {f.name}'s "
+                "extent; bound it to a region inside what the sizes allow, or remove the bound")
 
 
 def check_access_bounds(stmt, ctx):
@@ -69,7 +74,8 @@ def check_access_bounds(stmt, ctx):
                 raise AlgorithmError(
                     f"{_site_name(site)} {what} {f.name}[{idx}]: dimension {d} is indexed by a "
                     f"value with no bound, which may fall outside 0..{n}-1; clamp the index "
-                    "(sl.clamp) or use a boundary condition such as sl.clamp_edge")
+                    "(sl.clamp)" + (" or use a boundary condition such as sl.clamp_edge"
+                                    if kind == "call" else ""))
             lo, hi = simplify(iv.lo), simplify(iv.hi)
             key = (id(f), d, E.structural_key(lo), E.structural_key(hi))
             if key in checked:
@@ -98,19 +104,20 @@ def check_access_bounds(stmt, ctx):
                                             f"{_site_name(site)} reads {f.name} at clamped or "
                                             f"wrapped indices, which needs {v.name} >= 1"))
                 continue
-            _blame_pad(ctx, site, f, idx)
+            _blame_directive(ctx, site, f, idx)
             cex = counterexample(cond, ctx.facts)
             example = ""
             if cex:
                 example = " (for example when " + ", ".join(
                     f"{k}={v}" for k, v in sorted(cex.items()) if "." not in k) + ")"
+            advice = (f"use a boundary condition (sl.clamp_edge({f.name}), ...), shrink the "
+                      "output, or state the sizes with sl.assume") if kind == "call" else (
+                "restrict the RDom (r.where(...)) or shrink its extent, clamp the index "
+                "(sl.clamp), or state the sizes with sl.assume")
             raise AlgorithmError(
                 f"{_site_name(site)} {what} {f.name}[{idx}]: dimension {d} ranges over "
                 f"[{pretty(user_names(lo))}, {pretty(user_names(hi))}], which may fall "
-                f"outside {f.name}'s extent "
-                f"0..{pretty(simplify(n - 1))}{example}; "
-                f"use a boundary condition (sl.clamp_edge({f.name}), ...), shrink the output, "
-                "or state the sizes with sl.assume")
+                f"outside {f.name}'s extent 0..{pretty(simplify(n - 1))}{example}; {advice}")
     walker = AccessBoxes(visit, track_facts=True)
     walker.stmt(stmt)
     return stmt

@@ -32,7 +32,8 @@ class LowerContext:
         self.order = []            # non-inline Funcs, producers first
         self.defs = {}             # id(func) -> effective definitions (inline Funcs expanded)
         self.loop_names = {}       # loop var name -> (stage name, user loop name)
-        self.user_facts = list(schedule.assumptions) + _global_assumptions(schedule)
+        # the schedule's facts and the sl.assume facts about this pipeline made since
+        self.user_facts = list(schedule.assumptions) + schedule.algorithm_facts()
         self.facts = list(self.user_facts)
         # the kernel runs only when every output has at least one element (an empty output
         # is returned without running it; a negative size is an ArgumentError)
@@ -97,40 +98,3 @@ def _dim_name(f, d):
     if defs:
         return defs[0].args[d].name
     return str(d)
-
-
-def _global_assumptions(schedule):
-    """The ``sl.assume`` facts about this pipeline: every size in the fact belongs to one of
-    its Inputs (or is an output size it uses) and every Param in it is one the pipeline
-    uses (by identity, so a fact about another algorithm's ``N`` does not apply)."""
-    from ..algo.func import ASSUMPTIONS, definition_exprs
-    inputs = {id(i) for i in schedule.inputs}
-    params, size_names = set(), set()
-
-    def note(n):
-        if isinstance(n, E.Param):
-            params.add(id(n))
-        elif isinstance(n, E.SizeVar):
-            size_names.add(n.name)
-    for g in schedule.funcs + schedule.inputs:
-        for x in getattr(g, "shape", None) or ():
-            E.walk_expr(x, note)
-        for d in schedule.definitions(g) if hasattr(g, "definitions") else []:
-            for e in definition_exprs(d):
-                E.walk_expr(e, note)
-    out = []
-    for fact in ASSUMPTIONS:
-        ok, used = [True], [False]
-
-        def check(n):
-            if isinstance(n, E.Param):
-                used[0] = True
-                ok[0] &= id(n) in params
-            elif isinstance(n, E.SizeVar):
-                used[0] = True
-                ok[0] &= (id(n.source) in inputs) if n.source is not None else (
-                    n.name in size_names)
-        E.walk_expr(fact, check)
-        if ok[0] and used[0]:
-            out.append(fact)
-    return out

@@ -16,7 +16,8 @@ import json
 import keyword
 
 from ..algo import expr as E
-from ..algo.func import IDENT, Definition, Func, Input, definition_exprs, settle_func_names
+from ..algo.func import (ASSUMPTIONS, IDENT, Definition, Func, Input, check_fact,
+                         definition_exprs, settle_func_names)
 from ..algo.printer import expr_to_python
 from ..deep_recursion import deep_recursion
 from ..errors import ScheduleError
@@ -154,6 +155,7 @@ class Schedule:
         self._unscheduled = _PipelineView(list(self.funcs), list(self.inputs),
                                           {id(f): self.definitions(f) for f in self.funcs})
         self._names = None
+        self._record_algorithm_facts()     # sl.assume facts are directives of the schedule
 
     @property
     def pipeline_names(self):
@@ -281,6 +283,7 @@ class Schedule:
         self._recording = rec
 
     def __str__(self):
+        self._record_algorithm_facts()
         lines = [d.to_python(self.user_funcs) for d in self.trace]
         return "\n".join(lines) + ("\n" if lines else "")
 
@@ -290,6 +293,7 @@ class Schedule:
 
     def to_json(self) -> str:
         """The directives as JSON text; ``Schedule.from_json(text, C)`` replays them."""
+        self._record_algorithm_facts()
         return json.dumps({"schedlang_schedule": 1,
                            "outputs": [o.name for o in self.outputs],
                            "names": self.pipeline_names,
@@ -370,17 +374,63 @@ class Schedule:
     # ------------------------------------------------------------------ facts
     def assume(self, cond):
         """A fact about sizes / Params the compiler may rely on; checked when the kernel is
-        called. Example: ``s.assume(A.shape[0] % 16 == 0)``."""
+        called. A fact the schedule already holds is not recorded again.
+        Example: ``s.assume(A.shape[0] % 16 == 0)``."""
         text = cond if isinstance(cond, str) else None
         if text is not None:
             cond = _parse_fact(text, self)
-        cond = E.to_expr(cond)
-        if not cond.dtype.is_bool:
-            raise ScheduleError(f"assume({cond}): the fact must be a bool expression")
+        cond = check_fact(cond, "assume", ScheduleError)
+        key = E.structural_key(cond)
+        if any(E.structural_key(c) == key for c in self.assumptions):
+            return self
         self.assumptions.append(cond)
         if self._recording:
             self.trace.append(Directive("", 0, "assume", [text or expr_to_python(cond)], {}))
         return self
+
+    def algorithm_facts(self):
+        """The ``sl.assume`` facts about this pipeline that the schedule does not hold yet:
+        every size in the fact belongs to one of its Inputs (or is an output size it uses)
+        and every Param in it is one the pipeline uses (by identity, so a fact about another
+        algorithm's ``N`` does not apply)."""
+        inputs = {id(i) for i in self.inputs}
+        params, size_names = set(), set()
+
+        def note(n):
+            if isinstance(n, E.Param):
+                params.add(id(n))
+            elif isinstance(n, E.SizeVar):
+                size_names.add(n.name)
+        for g in self.funcs + self.inputs:
+            for x in getattr(g, "shape", None) or ():
+                E.walk_expr(x, note)
+            for d in self.definitions(g) if isinstance(g, Func) else []:
+                for e in definition_exprs(d):
+                    E.walk_expr(e, note)
+        held = {E.structural_key(c) for c in self.assumptions}
+        out = []
+        for fact in ASSUMPTIONS:
+            ok, used = [True], [False]
+
+            def check(n):
+                if isinstance(n, E.Param):
+                    used[0] = True
+                    ok[0] &= id(n) in params
+                elif isinstance(n, E.SizeVar):
+                    used[0] = True
+                    ok[0] &= (id(n.source) in inputs) if n.source is not None else (
+                        n.name in size_names)
+            E.walk_expr(fact, check)
+            if ok[0] and used[0] and E.structural_key(fact) not in held:
+                held.add(E.structural_key(fact))
+                out.append(fact)
+        return out
+
+    def _record_algorithm_facts(self):
+        """Record the ``sl.assume`` facts about this pipeline as ``assume`` directives, so
+        that ``str(s)`` and ``to_json`` carry them onto the algorithm built again."""
+        for fact in self.algorithm_facts():
+            self.assume(fact)
 
     # ------------------------------------------------------------------ helpers for stages
     def _uses(self, consumer, f, seen=None):

@@ -7,6 +7,8 @@ Example: ``io, ii = s[C].split(i, 32); s[C].vectorize(ii, 16)``.
 """
 from __future__ import annotations
 
+import operator
+
 from contextlib import contextmanager
 
 from ..algo import expr as E
@@ -41,6 +43,14 @@ class Split:
 def _positive_int(x) -> bool:
     """A split factor / tile size: an int >= 1 (not a bool)."""
     return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
+def _int_like(x):
+    """``x`` as a Python int when it is an integer of another kind (``np.int64(4)``, a
+    sizes computed with numpy), else ``x`` unchanged for the directive's own check."""
+    if isinstance(x, int) or not hasattr(type(x), "__index__"):
+        return x
+    return operator.index(x)
 
 
 def _names_ok(names, n) -> bool:
@@ -176,6 +186,7 @@ class StageSchedule:
 
         Example: ``io, ii = s[C].split(i, 32, tail="guard")``.
         """
+        factor = _int_like(factor)
         d = self._dim(v, "split")
         directive = f"split({d.name}, {factor})"
         if not _positive_int(factor):
@@ -269,6 +280,7 @@ class StageSchedule:
 
     def tile(self, y, x, ty, tx, tail="auto", names=None):
         """Split ``y`` by ``ty`` and ``x`` by ``tx`` and order them yo, xo, yi, xi."""
+        ty, tx = _int_like(ty), _int_like(tx)
         dy, dx = self._dim(y, "tile"), self._dim(x, "tile")
         directive = f"tile({dy.name}, {dx.name}, {ty!r}, {tx!r})"
         if dy is dx:
@@ -311,6 +323,7 @@ class StageSchedule:
 
     def unroll(self, v, factor=None):
         """Unroll loop ``v`` fully, or split it by ``factor`` and unroll the inner loop."""
+        factor = _int_like(factor)
         name = var_name(v, "unroll", self.name)
         if factor is not None:
             directive = f"unroll({name}, {factor!r})"
@@ -341,10 +354,11 @@ class StageSchedule:
     def vectorize(self, v, width=None):
         """Run loop ``v`` as SIMD lanes; with ``width``, split by it first and vectorize the
         inner loop. Example: ``s[C].vectorize(ji, 16)``."""
+        width = _int_like(width)
         d = self._dim(v, "vectorize")
         if d.is_rvar:
             raise ScheduleError(f"vectorize({d.name}) on {self.name}: {d.name} is a reduction "
-                                "variable; use rfactor first")
+                                f"variable; {self._reduction_loop_advice()}")
         if width is not None:
             directive = f"vectorize({d.name}, {width!r})"
             if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= 256:
@@ -361,13 +375,24 @@ class StageSchedule:
         self._record("vectorize", [d.name])
         return self
 
+    def _reduction_loop_advice(self):
+        """What to do instead of running a reduction loop in parallel / SIMD: rfactor on a
+        pure definition's inline reduction; an update stage's reduction runs in order."""
+        if self.index == 0:
+            return "use rfactor first (it makes part of the reduction a pure loop)"
+        pure = [d.name for d in self.dims if not d.is_rvar]
+        return ("the reduction loop of an update stage runs in order; use one of its pure "
+                f"loops ({', '.join(pure)}) instead" if pure else
+                "the reduction loop of an update stage runs in order, and this one has no pure "
+                "loop to use instead")
+
     def parallel(self, v):
         """Run the iterations of loop ``v`` on CPU threads."""
         d = self._dim(v, "parallel")
         if d.is_rvar:
             raise ScheduleError(f"parallel({d.name}) on {self.name}: {d.name} is a reduction "
-                                "variable and its iterations depend on each other; use rfactor "
-                                "to make a pure loop and parallelize that")
+                                "variable and its iterations depend on each other; "
+                                f"{self._reduction_loop_advice()}")
         self._markable(d.name, "parallel", "parallel")
         self._check_marks({d.name: "parallel"}, f"parallel({d.name})")
         self._mark(d.name, "parallel", "parallel")
@@ -385,7 +410,7 @@ class StageSchedule:
             d = self._markable(v, kind, directive)
             if d.is_rvar:
                 raise ScheduleError(f"{directive}({d.name}) on {self.name}: {d.name} is a "
-                                    "reduction variable; use rfactor first")
+                                    f"reduction variable; {self._reduction_loop_advice()}")
             if any(d is x for x in dims):
                 raise ScheduleError(f"{directive}({', '.join(x.name for x in dims + [d])}) on "
                                     f"{self.name}: {d.name} is given twice; bind each loop once")
@@ -479,6 +504,7 @@ class StageSchedule:
         never faults (a fetch past the end of the data is dropped) and never changes a
         result. Example: in a row softmax, ``s[e].prefetch(X, i)`` fetches row i + 1 of X
         while row i's exponentials are computed."""
+        distance = _int_like(distance)
         g = self.schedule.lookup(source)
         name = var_name(v, "prefetch", self.name)
         directive = f"prefetch({g.name}, {name})"
@@ -571,6 +597,7 @@ class StageSchedule:
         when the kernel runs (an output's region is its shape: ``bound(j, 0, 64)`` states that
         its extent along j is 64, so its loops have a constant extent).
         Example: ``s[C].bound(j, 0, 1024)``."""
+        lo, extent = _int_like(lo), _int_like(extent)
         name = var_name(v, "bound", self.name)
         d0 = self.func.definitions[0]
         if self.index != 0 or all(a.name != name for a in d0.args):

@@ -457,3 +457,15 @@ def test_pipelines_with_a_scalar_reduction_tune():
     g[x] = A[x] - total[()]
     s = tune([g], beam=2, budget_s=1, threads=1, progress=False, store=False).schedule
     np.testing.assert_allclose(sl.compile(g, s)(A=a), a - a.sum())
+
+
+def test_autotune_refuses_inputs_too_big_to_measure_before_allocating(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCHEDLANG_CACHE", str(tmp_path))
+    x, y = sl.vars("x y")
+    A = sl.Input("A", sl.float32, (3000000, 3000000))
+    f = sl.Func("fhuge", shape=(3000000, 3000000))
+    f[y, x] = A[y, x] * 2
+    sl.compile(f)                       # compiling allocates nothing
+    with pytest.raises(sl.CompileError, match=r"autotune of fhuge: measuring needs about "
+                       r"[\d,.]+ GiB .*'A': \(3000000, 3000000\).*tune at smaller sizes"):
+        sl.autotune(f, beam=2, budget_s=1)

@@ -4,6 +4,7 @@ default thread count, ``--threads N``, the conv shape text with ``--stride`` / `
 every ``--size`` form, ``bench all``, the check against numpy before timing, ``show``'s
 four sections with ``--schedule FILE.json`` and ``--target``, and ``tune``'s options.
 Sizes are tiny so that the whole file runs in seconds."""
+import re
 import csv
 import os
 import pathlib
@@ -218,6 +219,15 @@ def test_show_refuses_a_schedule_of_another_algorithm(tmp_path):
     assert isinstance(info.value.code, str) and str(path) in info.value.code
 
 
+def test_show_refuses_a_schedule_file_that_is_not_text_in_one_line(tmp_path):
+    path = tmp_path / "bin.json"
+    path.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(SystemExit) as info:
+        cli.main(["show", "blur", "--size", "16", "--schedule", str(path)])
+    assert info.value.code == f"--schedule {path}: not a text file; give the JSON text that " \
+        "Schedule.to_json() wrote"
+
+
 # ---------------------------------------------------------------------- tune
 
 def test_tune_options_reach_the_search(monkeypatch, capsys):
@@ -257,3 +267,19 @@ def test_tune_refuses_bad_options(argv, monkeypatch, capsys):
 def _has(module):
     import importlib.util
     return importlib.util.find_spec(module) is not None
+
+
+@pytest.mark.parametrize("argv", [["tune", "gemm", "--size", "3000000"],
+                                  ["bench", "gemm", "--size", "99999999999"],
+                                  ["bench", "softmax", "--size", "4000000"]])
+def test_sizes_whose_arrays_cannot_fit_in_memory_are_refused_before_allocating(argv):
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert re.fullmatch(rf"--size '{argv[3]}': the {argv[1]} arrays need about [\d,.]+ GiB, "
+                        r"more than half of this machine's [\d,.]+ GiB; choose a smaller size",
+                        info.value.code), info.value.code
+
+
+def test_show_of_a_size_too_big_to_run_still_prints_its_code(capsys):
+    assert cli.main(["show", "gemm", "--size", "99999999999"]) == 0
+    assert "# loop IR" in capsys.readouterr().out

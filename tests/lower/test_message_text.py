@@ -1,4 +1,6 @@
 """Index ranges in error messages: printed as Python a user can read and evaluate."""
+import re
+
 import pytest
 
 import schedlang as sl
@@ -40,3 +42,35 @@ def test_an_out_of_bounds_message_shows_the_range_as_python():
     msg = str(err.value)
     assert "g reads A[x + k * 3]" in msg
     assert "(K + 3) // 4 * 4 - 1" in msg and "floor" not in msg and "Min(" not in msg
+
+
+def test_an_update_writing_outside_the_output_gets_advice_for_writes():
+    x = sl.Var("x")
+    A = sl.Input("A", sl.float32, ("N",))
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x]
+    r = sl.RDom(A.shape[0] + 5, name="r")
+    f[r] = 1.0
+    with pytest.raises(sl.AlgorithmError) as info:
+        sl.compile(f)
+    msg = str(info.value)
+    assert msg.startswith("f writes f[r]: dimension 0 ranges over [0, N + 4], which may fall "
+                          "outside f's extent 0..N - 1"), msg
+    assert "restrict the RDom (r.where(...)) or shrink its extent, clamp the index" in msg
+    assert "boundary condition" not in msg
+
+
+def test_a_bound_that_makes_a_producer_read_outside_an_input_is_blamed():
+    y, x = sl.vars("y x")
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    g = sl.Func("g")
+    g[y, x] = A[y, x] * 2
+    f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+    f[y, x] = g[y, x] + 1
+    s = sl.Schedule(f)
+    s[g].compute_root()
+    s[g].bound(x, 0, 4)
+    with pytest.raises(sl.ScheduleError, match=re.escape(
+            "bound(x, 0, 4) on g: computing g over that region makes g read A[y, x] outside "
+            "A's extent; bound it to a region inside what the sizes allow, or remove the bound")):
+        sl.compile(f, s)

@@ -750,3 +750,39 @@ def test_a_pad_split_that_makes_a_producer_read_outside_an_input_is_blamed():
     assert str(e.value).startswith(
         "split(x, 4, tail='pad') on h: rounding the region of h up makes g, which h reads over "
         "that region, read A[y, x] outside A's extent; use tail='guard' or 'shift'")
+
+
+def test_numpy_integers_are_accepted_as_factors_widths_and_bounds():
+    # factors computed with numpy (np.prod, an array's shape) are ints to the user
+    A = sl.Input("A", sl.float32, (16, 32))
+    y, x = sl.vars("y x")
+    f = sl.Func("f", shape=(16, 32))
+    f[y, x] = A[y, x] * 2
+    s = sl.Schedule(f)
+    yo, xo, yi, xi = s[f].tile(y, x, np.int64(4), np.int32(16))
+    s[f].split(yi, np.int64(2))
+    s[f].unroll("y.i.i", np.int64(2))
+    s[f].vectorize(xi, np.int16(8))
+    s[f].bound(y, np.int64(0), np.int64(16))
+    assert "4" in str(s) and "np." not in str(s)
+    assert sl.Schedule.from_json(s.to_json(), f).to_json() == s.to_json()
+    a = np.arange(16 * 32, dtype=np.float32).reshape(16, 32)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 2)
+
+
+def test_a_reduction_loop_of_an_update_stage_is_not_sent_to_rfactor():
+    y, i = sl.vars("y i")
+    A = sl.Input("A", sl.int32, ("H", "W"))
+    r = sl.RDom(A.shape[1], name="r")
+    h = sl.Func("h", shape=(A.shape[0], 8))
+    h[y, i] = 0
+    h[y, sl.clamp(A[y, r], 0, 7)] += 1
+    s = sl.Schedule(h)
+    advice = "the reduction loop of an update stage runs in order; use one of its pure loops (y)"
+    for call in (lambda: s[h].update(0).vectorize(r, 4), lambda: s[h].update(0).parallel(r)):
+        with pytest.raises(sl.ScheduleError, match=re.escape(advice)) as info:
+            call()
+        assert "rfactor" not in str(info.value)
+    *_, C, _, _, k = build_gemm()
+    with pytest.raises(sl.ScheduleError, match=r"is a reduction variable; use rfactor first"):
+        sl.Schedule(C)[C].vectorize(k)

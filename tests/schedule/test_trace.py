@@ -560,3 +560,45 @@ def test_two_unnamed_funcs_named_alike_by_separate_schedules_are_refused_by_name
     with pytest.raises(sl.ScheduleError, match=r"both named 'f' \(an unnamed sl\.Func\(\) is "
                        r"named f, f1, \.\.\. by the first Schedule.*sl\.Func\(\"name\"\)"):
         sl.Schedule(*outs)
+
+
+def test_sl_assume_facts_are_directives_of_the_schedule_and_replay():
+    # SPEC section 2 lists sl.assume among the primitives: its fact about the pipeline is
+    # in s.trace, str(s) and to_json, and a replay gives the same loop nest (no tail loop)
+    def build(assume=True):
+        A = sl.Input("A", sl.float32, ("H", "W"))
+        y, x = sl.vars("y x")
+        f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+        f[y, x] = A[y, x] + 1
+        if assume:
+            sl.assume(A.shape[1] % 8 == 0)
+        return dict(A=A, y=y, x=x, f=f), f
+    ns, f = build()
+    s = sl.Schedule(f)
+    s[f].vectorize(ns["x"], 8)
+    assert [d.op for d in s.trace] == ["assume", "vectorize"]
+    assert str(s).startswith("s.assume(")
+    _replays_to_the_same_loops(s, f, build)                         # the rebuild assumes too
+    _replays_to_the_same_loops(s, f, lambda: build(assume=False))   # the replay brings it
+    assert "if " not in str(sl.lower(f, s))       # W % 8 == 0: no tail guard
+    again = sl.Schedule(f)
+    exec(str(s), {"sl": sl, "s": again, **ns})
+    assert str(again) == str(s)          # a fact already held is not recorded twice
+    with pytest.raises(sl.ArgumentError, match="W"):
+        sl.compile(f, s)(A=np.zeros((2, 12), np.float32))
+
+
+@pytest.mark.parametrize("fact, match", [
+    (lambda A, x: x >= 1, r"sl.assume\(x >= 1\): x is a loop variable; a fact is about sizes"),
+    (lambda A, x: sl.cast(sl.bool, 0), r"mentions no size or Param"),
+    (lambda A, x: A.shape[0] + 1, r"must be a bool expression"),
+])
+def test_sl_assume_refuses_facts_it_could_never_check(fact, match):
+    A = sl.Input("A", sl.float32, ("N",))
+    x = sl.Var("x")
+    with pytest.raises(sl.AlgorithmError, match=match):
+        sl.assume(fact(A, x))
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x]
+    with pytest.raises(sl.ScheduleError, match=match.replace("sl.assume", "assume")):
+        sl.Schedule(f).assume(fact(A, x))
