@@ -111,6 +111,13 @@ def needs_float64(dtypes) -> bool:
     return False
 
 
+def result_dtype(a, b):
+    """The dtype of ``x + y`` for Tensors of dtypes ``a`` and ``b`` (numpy's promotion:
+    float64 where ``needs_float64``). Example: ``result_dtype(sl.float16, sl.float32)``
+    is float32."""
+    return sl.float64 if needs_float64([a, b]) else T.promote_types(a, b)
+
+
 def promote_operands(operands):
     """``operands`` with numpy's float64 promotion applied where ``needs_float64`` says so
     (bool operands, e.g. a ``where`` condition, are left alone).
@@ -511,8 +518,25 @@ def _float(e):
     return e if e.dtype.is_float else sl.cast(sl.float32, e)
 
 
+def in_float32(fn, x, *args):
+    """``fn`` of a float16 / bfloat16 Tensor ``x`` computed in float32 and rounded once, as
+    torch does (in 16 bits, statistics lose most digits and composite math such as
+    ``1 + erf(x)`` cancels); of anything else, ``fn(x)`` as is. Tensor arguments (a
+    layernorm's weight and bias) are widened too."""
+    if not isinstance(x, Tensor) or x.dtype not in (sl.float16, sl.bfloat16):
+        return fn(x, *args)
+    wide = [cast(a, sl.float32) if isinstance(a, Tensor) else a for a in args]
+    return cast(fn(cast(x, sl.float32), *wide), x.dtype)
+
+
 def sigmoid(x):
-    """``1 / (1 + exp(-x))`` (integers become float32): ``F.sigmoid(x)``."""
+    """``1 / (1 + exp(-x))`` (integers become float32; float16 / bfloat16 computed in
+    float32, rounded once): ``F.sigmoid(x)``."""
+    return in_float32(_sigmoid, _coerce(x, "sigmoid"))
+
+
+def _sigmoid(x):
+    """The sigmoid in ``x``'s own float type."""
     return elementwise("sigmoid", lambda p: 1.0 / (1.0 + sl.exp(-_float(E.to_expr(p)))), x)
 
 
@@ -522,8 +546,13 @@ def relu(x):
 
 
 def gelu(x):
-    """GELU, exact erf form as torch's default: ``0.5 * x * (1 + erf(x / sqrt(2)))``.
-    Example: ``F.gelu(x)``."""
+    """GELU, exact erf form as torch's default: ``0.5 * x * (1 + erf(x / sqrt(2)))``
+    (float16 / bfloat16 computed in float32, rounded once). Example: ``F.gelu(x)``."""
+    return in_float32(_gelu, _coerce(x, "gelu"))
+
+
+def _gelu(x):
+    """GELU in ``x``'s own float type."""
     inv_sqrt2 = 1.0 / math.sqrt(2.0)
 
     def fn(p):

@@ -87,12 +87,20 @@ def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001 
     axis, keepdims = _axis_alias("sum", axis, keepdims, dim, keepdim)
     x = EW.as_tensor(x, "sum")
     dt = x.dtype
-    if dt.is_bool or (dt.is_int and dt.bits < 64):
-        x = EW.cast(x, sl.uint64 if dt.is_unsigned else sl.int64)
+    x = _widen_ints(x)
     wide = _accumulator(x, _axes(axis, x.ndim, "sum"))
     if wide is not None:
         return EW.cast(_reduce("sum", EW.cast(x, wide), axis, keepdims), dt)
     return _reduce("sum", x, axis, keepdims)
+
+
+def _widen_ints(x):
+    """``x`` with bools and integers narrower than 64 bits cast to int64 (unsigned ones to
+    uint64), so that sums of them do not wrap; other types as they are."""
+    dt = x.dtype
+    if dt.is_bool or (dt.is_int and dt.bits < 64):
+        return EW.cast(x, sl.uint64 if dt.is_unsigned else sl.int64)
+    return x
 
 
 def _accumulator(x, axes):
@@ -240,16 +248,6 @@ def _softmax_axis(op, x, axis, dim):
     return S.normalize_axis(axis, x.ndim, op)
 
 
-def _in_float32(fn, x, *args):
-    """``fn`` of a float16 / bfloat16 ``x`` computed in float32 and rounded once, as torch
-    does (its statistics in 16 bits lose most digits); of other types, ``fn(x)`` as is.
-    Tensor arguments (a layernorm's weight and bias) are widened too."""
-    if x.dtype not in (sl.float16, sl.bfloat16):
-        return fn(x, *args)
-    wide = [EW.cast(a, sl.float32) if isinstance(a, Tensor) else a for a in args]
-    return EW.cast(fn(EW.cast(x, sl.float32), *wide), x.dtype)
-
-
 def _softmax_family(op, body, x, axis, dim):
     """``body(x, axis)`` of a softmax-like op along ``axis`` / ``dim``: a 0-d tensor as
     one element, an empty axis as an empty result (torch's), half precision in float32."""
@@ -262,7 +260,7 @@ def _softmax_family(op, body, x, axis, dim):
         return S.reshape(_softmax_family(op, body, S.reshape(x, (1,)), 0, None), ())
     if x.shape[axis] == 0:
         return x if x.dtype.is_float else EW.cast(x, sl.float32)
-    return _in_float32(body, x, axis)
+    return EW.in_float32(body, x, axis)
 
 
 def softmax(x, axis=None, *, dim=None):
@@ -310,7 +308,7 @@ def _layernorm(op, x, shape, weight, bias, eps):
                                     f"input of shape {x.shape}")
     if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
         raise sl.AlgorithmError(f"{op}: eps must be a number, got {eps!r}")
-    return _in_float32(_normalize, x, k, weight, bias, float(eps))
+    return EW.in_float32(_normalize, x, k, weight, bias, float(eps))
 
 
 def _normalize(x, k, weight, bias, eps):
@@ -401,10 +399,18 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise sl.AlgorithmError(f"conv2d: groups must be an int >= 1, got {groups!r}")
     x, w = EW.promote_operands([x, w])
     if _is_half(x, w):
-        # half precision: products, sums and the bias in float32, rounded once (torch)
-        b32 = None if bias is None else EW.cast(EW.as_tensor(bias, "conv2d"), sl.float32)
-        return EW.cast(conv2d(EW.cast(x, sl.float32), EW.cast(w, sl.float32), b32, stride,
-                              padding, dilation, groups), x.dtype)
+        # half precision: products, sums and the bias in float32 (torch), rounded once to
+        # the type conv2d(x, w) + bias has (a float32 / float64 bias widens the result)
+        b = None if bias is None else EW.as_tensor(bias, "conv2d")
+        dtype = x.dtype if b is None else EW.result_dtype(x.dtype, b.dtype)
+        wide = conv2d(EW.cast(x, sl.float32), EW.cast(w, sl.float32), b, stride, padding,
+                      dilation, groups)
+        return wide if wide.dtype == dtype else EW.cast(wide, dtype)
+    if x.dtype.is_bool and w.dtype.is_bool:
+        # numpy's bool product is the or of ands (as matmul): whether any count is non-zero
+        counts = conv2d(EW.cast(x, sl.int32), EW.cast(w, sl.int32), None, stride, padding,
+                        dilation, groups)
+        return _conv_bias(EW.cast(counts, sl.bool), bias, w.shape[0])
     (sh, sw), (dh, dw) = _pair(stride, "conv2d stride"), _pair(dilation, "conv2d dilation")
     N, C, H, W = x.shape
     O, Cg, KH, KW = w.shape
@@ -608,5 +614,6 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
         # half precision: summed and divided in float32, rounded once (torch)
         return EW.cast(avg_pool2d(EW.cast(x, sl.float32), kernel_size, stride, padding,
                                   ceil_mode, count_include_pad, divisor_override), x.dtype)
-    return _pool("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode,
+    # integer windows are summed in 64 bits (as mean's) and divided in float64
+    return _pool("avg_pool2d", _widen_ints(x), kernel_size, stride, padding, 1, ceil_mode,
                  count_include_pad, divisor_override)

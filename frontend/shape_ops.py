@@ -249,6 +249,9 @@ def expand(x, *shape, **kw):
             if src is None:
                 raise sl.AlgorithmError(f"expand{shape}: -1 is not allowed for a new leading dim")
             n = src
+        elif n < 0:
+            raise sl.AlgorithmError(f"expand: size {n} in {shape} is negative; only -1 (keep "
+                                    f"this dimension) is allowed")
         if src is not None and src != 1 and src != n:
             raise sl.AlgorithmError(f"expand: cannot expand shape {x.shape} to {shape} "
                                     f"(dimension {d}: {src} -> {n})")

@@ -255,6 +255,9 @@ class Tensor:
         run on as many threads, as long as that choice cannot have changed: after a tuning
         run (``sl.autotune``, another process, a new ``BEAM``) the next call asks the
         database again. Example: ``(Tensor(a) @ Tensor(b)).softmax(-1).numpy()``.
+
+        numpy has no bfloat16: a bfloat16 Tensor gives float32 values (exact, as torch's
+        ``x.float().numpy()``), not the bit patterns that a compiled kernel returns.
         """
         key, leaves = graph_key(self)
         entry = self._eager_kernel((key, default_threads()), leaves)
@@ -269,8 +272,13 @@ class Tensor:
                     f"Tensor.input {leaf.input_node.name!r} has no data, so .numpy() cannot run; "
                     f"compile instead: kern = sl.compile(t); kern({leaf.input_node.name}=array)")
             args[name] = leaf.array
-        result = kern(**args)
-        return np.asarray(result).reshape(self.shape)
+        result = np.asarray(kern(**args)).reshape(self.shape)
+        if self.dtype == sl.bfloat16:
+            # the kernel returns the uint16 bits; a bfloat16 is the top half of a float32
+            bits = result.astype(np.uint32)
+            bits <<= 16             # in place: a 0-d result stays an array
+            result = bits.view(np.float32)
+        return result
 
     def _eager_kernel(self, cache_key, leaves):
         """The cached kernel entry of this graph, compiled (or re-chosen) when needed."""

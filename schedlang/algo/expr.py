@@ -296,7 +296,10 @@ def is_weak(e):
 
 
 def cast(dtype, e) -> Expr:
-    """``sl.cast(sl.int32, x)``: convert with C semantics (truncate, wrap, round to even)."""
+    """``sl.cast(sl.int32, x)``: convert with C semantics: float to int truncates toward
+    zero, narrowing ints wrap, float16 / bfloat16 round to nearest even (once). A float
+    beyond the range of a 32-bit int (of a 64-bit one for 64-bit types), or NaN, converts as
+    numpy's casts do on x86 (``float_to_int_bits``): ``sl.cast(sl.int8, 200.7)`` is -56."""
     dtype = T.as_dtype(dtype)
     e = to_expr(e)
     if isinstance(e, Const) and (e.weak or e.dtype != dtype):
@@ -311,16 +314,37 @@ def _convert_value(v, dtype):
     if dtype.is_bool:
         return bool(v)
     if dtype.is_float:
-        return float(np.array(v, dtype=np.float64).astype(dtype.numpy if dtype.name != "bfloat16"
-                                                          else np.float32))
+        return T.round_to_float(v, dtype)
     if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return 0
-        v = int(v)  # truncation toward zero
+        v = float_to_int_bits(v, dtype)
     v = int(v) & ((1 << dtype.bits) - 1)
     if dtype.is_signed and v >= 1 << (dtype.bits - 1):
         v -= 1 << dtype.bits
     return v
+
+
+def float_conversion_width(dtype: DType) -> int:
+    """The width of the signed conversion a float goes through on its way to the integer
+    type ``dtype``, as numpy's casts do on x86: 32 bits up to 32-bit types, 64 for 64-bit
+    ones; the result then wraps to ``dtype``'s width (``float_to_int_bits``)."""
+    return 64 if dtype.bits == 64 else 32
+
+
+def float_to_int_bits(v: float, dtype: DType) -> int:
+    """The float ``v`` converted toward zero to the integer type ``dtype`` as numpy does on
+    x86 (SPEC §1: truncate, then narrow ints wrap). A signed conversion of
+    ``w = float_conversion_width(dtype)`` bits gives the most negative w-bit value for NaN
+    and values outside its range; uint32 / uint64 convert values from 2**(w-1) on as
+    ``v - 2**(w-1)`` with the top bit set. Example: ``float_to_int_bits(200.7, int8) == 200``
+    (which wraps to -56)."""
+    w = float_conversion_width(dtype)
+    top = 1 << (w - 1)
+
+    def signed(x):
+        return int(x) if not math.isnan(x) and -2.0 ** (w - 1) <= x < 2.0 ** (w - 1) else -top
+    if dtype.is_unsigned and dtype.bits == w and v >= 2.0 ** (w - 1):
+        return signed(v - 2.0 ** (w - 1)) ^ -top
+    return signed(v)
 
 
 def _literal_as(lit: Const, dtype: DType, op: str, what=None) -> Expr:

@@ -7,6 +7,8 @@ Example: ``promote_types(uint8, int32) is int32``.
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 from ..errors import AlgorithmError
@@ -159,6 +161,42 @@ def promote_types(a: DType, b: DType) -> DType:
             return cand
     raise AlgorithmError(f"no type holds both {a} and {b} without loss; add sl.cast(...) "
                          f"to choose one")
+
+
+# significand bits (with the leading one), smallest normal exponent, largest exponent
+FLOAT_FORMATS = {"float16": (11, -14, 15), "bfloat16": (8, -126, 127),
+                 "float32": (24, -126, 127), "float64": (53, -1022, 1023)}
+
+
+def round_to_float(value, dtype: DType) -> float:
+    """``value`` (a Python int or float) rounded once, to nearest with ties to even, to
+    the float type ``dtype``, as a Python float; beyond the largest finite it is infinite.
+    Rounding through float64 or float32 first could round twice (an int above 2**53, or
+    a float64 between two bfloat16 values). Example: ``round_to_float(2**24 + 2**16 + 1,
+    bfloat16) == 2**24 + 2**17``."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), -float("inf"))):
+        return value
+    if dtype.name == "float64" or (isinstance(value, float) and dtype.name != "bfloat16"):
+        # Python rounds an int to a double once; numpy rounds a double to a float / half once
+        return float(np.array(float(value)).astype(dtype.numpy)) \
+            if dtype.name != "float64" else float(value)
+    bits, emin, emax = FLOAT_FORMATS[dtype.name]
+    x = Fraction(value)
+    sign = -1.0 if x < 0 else 1.0
+    x = abs(x)
+    if x == 0:
+        return sign * 0.0
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    if Fraction(2) ** e > x:
+        e -= 1
+    quantum = Fraction(2) ** (max(e, emin) - (bits - 1))   # subnormals share the smallest
+    n, rest = divmod(x / quantum, 1)
+    if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and n % 2):
+        n += 1
+    rounded = n * quantum
+    if rounded >= Fraction(2) ** (emax + 1):
+        return sign * float("inf")
+    return sign * float(rounded)
 
 
 def literal_fits(value, dtype: DType) -> bool:

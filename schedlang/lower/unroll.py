@@ -27,19 +27,27 @@ def describe_loop(ctx, var, directive):
 
 
 def unroll_loops(stmt, ctx):
-    def stmt_fn(s):
-        if isinstance(s, ir.For) and s.kind == "unrolled":
-            body = ir.map_stmt(s.body, stmt_fn)
+    def unroll(stmt, outer):
+        """``stmt`` with its unrolled loops copied out; ``outer`` is the number of copies the
+        unrolled loops around it already make (nested unrolls multiply)."""
+        def stmt_fn(s):
+            if not (isinstance(s, ir.For) and s.kind == "unrolled"):
+                return None
             n = const_value(simplify(s.extent))
+            where = describe_loop(ctx, s.var, "unroll")
             if n is None:
-                raise ScheduleError(f"{describe_loop(ctx, s.var, 'unroll')}: its extent is not "
-                                    f"a compile-time constant ({describe_extent(s.extent)}); "
-                                    "unroll with a factor (unroll(v, 4)) or split it first")
-            if n > MAX_UNROLL:
-                raise ScheduleError(f"{describe_loop(ctx, s.var, 'unroll')}: unrolling {n} "
-                                    f"iterations is too many (at most {MAX_UNROLL}); unroll with "
-                                    "a factor")
+                raise ScheduleError(f"{where}: its extent is not a compile-time constant "
+                                    f"({describe_extent(s.extent)}); unroll with a factor "
+                                    "(unroll(v, 4)) or split it first")
+            if n * outer > MAX_UNROLL:
+                within = f" inside unrolled loops that already make {outer} copies" \
+                    if outer > 1 else ""
+                raise ScheduleError(f"{where}: unrolling {n} iterations{within} is too many "
+                                    f"copies of the body ({n * outer}, at most {MAX_UNROLL}); "
+                                    "unroll fewer iterations (a smaller factor, or split the "
+                                    "loop first)")
+            body = unroll(s.body, outer * n)
             return ir.make_block([ir.LetStmt(s.var, simplify(s.min + E.Const(k, T.int64)), body)
                                   for k in range(n)]) or ir.Evaluate(E.Const(0, T.int32))
-        return None
-    return ir.map_stmt(stmt, stmt_fn)
+        return ir.map_stmt(stmt, stmt_fn)
+    return unroll(stmt, 1)

@@ -12,6 +12,7 @@ sees an array it could overrun. Example::
 from __future__ import annotations
 
 import ctypes
+import difflib
 import os
 import sys
 import time
@@ -178,12 +179,14 @@ class Kernel:
         missing = sorted(names - set(kwargs))
         extra = sorted(set(kwargs) - names)
         takes = ", ".join(sorted(names)) if names else "no arguments"
-        if missing:
-            raise ArgumentError(f"missing argument(s): {', '.join(missing)}; the kernel takes "
-                                f"{takes}")
-        if extra:
-            raise ArgumentError(f"unexpected argument(s): {', '.join(extra)}; the kernel takes "
-                                f"{takes}")
+        if missing or extra:
+            parts = [f"missing argument(s): {', '.join(missing)}"] if missing else []
+            if extra:
+                # a misspelled name is both: say which given name may be meant
+                guesses = [f"{x} (did you mean {m[0]}?)" if m else x for x in extra
+                           for m in [difflib.get_close_matches(x, missing or names, 1)]]
+                parts.append(f"unexpected argument(s): {', '.join(guesses)}")
+            raise ArgumentError(f"{'; '.join(parts)}; the kernel takes {takes}")
         sizes, where = {}, {}
         values = {}
         # in the order of the call, so a size conflict names the arrays in the user's order

@@ -338,7 +338,15 @@ class ArithmeticCodegen:
                 return bld.zext(v, dst_ty) if unsigned else bld.sext(v, dst_ty)
             if de.name in ("float32", "float64"):
                 return bld.uitofp(v, dst_ty) if unsigned else bld.sitofp(v, dst_ty)
-            # Narrow floats: through float32 (exact for every int that fits in a half).
+            if de.name == "bfloat16" and not se.is_bool and se.bits > 24:
+                # int -> float32 would round once and float32 -> bfloat16 again: through a
+                # double (exact for 32 bits; rounded to odd for 64) and the correct path
+                wide = RT.i64_to_f64_round_to_odd(bld, self.module, v, unsigned) \
+                    if se.bits == 64 else (bld.uitofp if unsigned else bld.sitofp)(
+                        v, reg_type(T.float64.with_lanes(lanes)))
+                return self._cast(wide, T.float64.with_lanes(lanes), dst)
+            # Narrow floats: through float32 (exact for every int that fits in a half; a
+            # bfloat16 has 8 bits, and an int of up to 24 bits is exact in float32)
             f32 = reg_type(T.float32.with_lanes(lanes))
             wide = bld.uitofp(v, f32) if unsigned else bld.sitofp(v, f32)
             return self._from_f32(wide, de.with_lanes(lanes))
@@ -346,11 +354,7 @@ class ArithmeticCodegen:
         if de.is_int:
             if se.name in ("float16", "bfloat16"):
                 v = self._to_f32(v, src)
-            kind = "fptoui" if de.is_unsigned else "fptosi"
-            # The saturating forms: NaN -> 0 and out-of-range values clamp; never poison.
-            fn = self._intrinsic(f"llvm.{kind}.sat.{_mangle(dst_ty)}.{_mangle(v.type)}", dst_ty,
-                                 [v.type])
-            return bld.call(fn, [v])
+            return self._float_to_int(v, de.with_lanes(lanes))
         if se.name in ("float16", "bfloat16"):
             v = self._to_f32(v, src)
             se = T.float32
@@ -362,6 +366,32 @@ class ArithmeticCodegen:
             # Round to odd into float32, then to nearest-even below: correctly rounded.
             v = RT.f64_to_f32_round_to_odd(bld, self.module, v)
         return self._from_f32(v, de.with_lanes(lanes))
+
+    def _float_to_int(self, v, dst: DType):
+        """A float converted toward zero to an integer type as numpy does on x86 (and the
+        constant folder, ``E.float_to_int_bits``): a signed conversion of
+        ``E.float_conversion_width`` bits whose most negative value stands for NaN and
+        values out of its range (unsigned types of that width convert values from
+        2**(w-1) on shifted down, with the top bit set back), wrapped to the destination's
+        width. Never poison."""
+        bld = self.b
+        w = E.float_conversion_width(dst)
+        wide_ty = reg_type(T.int64.with_lanes(dst.lanes) if w == 64 else
+                           T.int32.with_lanes(dst.lanes))
+        fn = self._intrinsic(f"llvm.fptosi.sat.{_mangle(wide_ty)}.{_mangle(v.type)}", wide_ty,
+                             [v.type])
+        limit = self._const_like(v.type, float(2 ** (w - 1)))
+        top = self._const_like(wide_ty, -(1 << (w - 1)))
+
+        def signed(x):
+            inside = bld.and_(bld.fcmp_ordered(">=", x, bld.fneg(limit)),
+                              bld.fcmp_ordered("<", x, limit))
+            return bld.select(inside, bld.call(fn, [x]), top)
+        r = signed(v)
+        if dst.is_unsigned and dst.bits == w:
+            high = bld.fcmp_ordered(">=", v, limit)
+            r = bld.select(high, bld.xor(signed(bld.fsub(v, limit)), top), r)
+        return r if dst.bits == w else bld.trunc(r, reg_type(dst))
 
     def _to_f32(self, v, dt: DType):
         """A float16 / bfloat16 value widened to float32 (exact)."""

@@ -25,6 +25,7 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
+from ..algo import types as T
 from ..errors import ArgumentError, CompileError
 from .llvm_host_check import missing_feature
 
@@ -172,7 +173,9 @@ def _scalar_bytes(arg, v) -> np.ndarray:
     dt = arg.dtype.element()
     try:
         if dt.name == "bfloat16" and not isinstance(v, np.uint16):
-            arr = float32_to_bfloat16_bits(np.array([v], dtype=np.float32))
+            # rounded once to bfloat16 (float32 holds the result exactly)
+            value = v.item() if isinstance(v, np.generic) else v
+            arr = float32_to_bfloat16_bits(np.array([T.round_to_float(value, dt)], np.float32))
         else:
             arr = np.array([v], dtype=dt.numpy)
     except (OverflowError, ValueError, TypeError) as exc:

@@ -328,6 +328,31 @@ def f64_to_f32_round_to_odd(b: ir.IRBuilder, module: ir.Module, x):
     return b.bitcast(bits, fty)
 
 
+def i64_to_f64_round_to_odd(b: ir.IRBuilder, module: ir.Module, x, unsigned: bool):
+    """Convert a 64-bit integer (scalar or vector) to double rounding to odd, so that a
+    later rounding to a narrower float is correctly rounded (see f64_to_f32_round_to_odd)."""
+    vec = isinstance(x.type, ir.VectorType)
+    n = x.type.count if vec else 1
+    fty = ir.VectorType(ir.DoubleType(), n) if vec else ir.DoubleType()
+    c = (lambda v: ir.Constant(x.type, [v] * n)) if vec else (lambda v: ir.Constant(x.type, v))
+    f = b.uitofp(x, fty) if unsigned else b.sitofp(x, fty)
+    kind = "fptoui" if unsigned else "fptosi"
+    sfx = (f"v{n}i64.v{n}f64" if vec else "i64.f64")
+    back_fn = module.globals.get(f"llvm.{kind}.sat.{sfx}") or ir.Function(
+        module, ir.FunctionType(x.type, [fty]), name=f"llvm.{kind}.sat.{sfx}")
+    back = b.call(back_fn, [f])   # saturates at 2**63 / 2**64: only there is it inexact unseen
+    inexact = b.icmp_unsigned("!=", back, x)
+    if unsigned:
+        away = b.icmp_unsigned(">", back, x)
+    else:   # rounded away from zero: past x on x's side of zero
+        negative = b.icmp_signed("<", x, c(0))
+        away = b.select(negative, b.icmp_signed("<", back, x), b.icmp_signed(">", back, x))
+    bits = b.bitcast(f, x.type)
+    bits = b.select(b.and_(inexact, away), b.sub(bits, c(1)), bits)
+    bits = b.select(inexact, b.or_(bits, c(1)), bits)
+    return b.bitcast(bits, fty)
+
+
 def define_half_libcalls(module: ir.Module) -> None:
     """Define ``__truncsfhf2``, ``__extendhfsf2`` and ``__truncdfhf2`` in ``module`` (once)."""
     if module.globals.get("__truncsfhf2") is not None:

@@ -1,5 +1,6 @@
 """Weak-literal typing of ``**``, shifts, ``select`` and float operands (SPEC §1), and the
 kernel's arguments: Inputs and Params as written, reserved names, what sl.compile takes."""
+import re
 import warnings
 
 import numpy as np
@@ -272,3 +273,18 @@ def test_literal_error_names_no_internal_placeholder():
     assert "_p" not in message
     assert "the literal 256 does not fit sl.uint8 (the type of the other operand of '+')" \
         in message
+
+
+def test_a_misspelled_argument_is_named_with_the_one_it_may_mean():
+    A = sl.Input("A", sl.float32, (3,))
+    alpha = sl.Param("alpha", sl.float32)
+    f = sl.Func("f", shape=(3,))
+    f[x] = A[x] * alpha
+    kern = sl.compile(f)
+    with pytest.raises(sl.ArgumentError, match=re.escape(
+            "missing argument(s): alpha; unexpected argument(s): alpa (did you mean alpha?); "
+            "the kernel takes A, alpha")):
+        kern(A=np.ones(3, np.float32), alpa=2.0)
+    with pytest.raises(sl.ArgumentError, match=re.escape(
+            "unexpected argument(s): B, alphaa (did you mean alpha?); the kernel takes A, alpha")):
+        kern(A=np.ones(3, np.float32), alpha=2.0, alphaa=1.0, B=1)

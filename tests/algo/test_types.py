@@ -745,3 +745,55 @@ def test_an_int_literal_alone_that_does_not_fit_int32_is_an_error(literal):
     g = sl.Func("g_alone", shape=(2,))
     g[x] = 2**31 - 1                       # the largest int32 still fits
     assert sl.compile(g)().tolist() == [2**31 - 1] * 2
+
+
+def _round_bf16_exactly(v):
+    """v rounded to bfloat16 (8 significant bits, nearest, ties to even), exactly."""
+    from fractions import Fraction
+    x = abs(Fraction(v))
+    if x == 0:
+        return 0.0
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    e -= Fraction(2) ** e > x
+    quantum = Fraction(2) ** (e - 7)
+    n, rest = divmod(x / quantum, 1)
+    n += rest > Fraction(1, 2) or (rest == Fraction(1, 2) and n % 2 == 1)
+    return float(n * quantum) * (1 if v >= 0 else -1)
+
+
+@pytest.mark.parametrize("name, values", [
+    ("int32", [2**24 + 2**16 + 1, -(2**24 + 2**16 + 1), 2**24 + 2**16, 2**31 - 1, -2**31, 77]),
+    ("uint32", [2**24 + 2**16 + 1, 2**32 - 1, 2**25 + 2**17 + 3, 5]),
+    ("int64", [2**40 + 2**32 + 1, 2**60 + 2**52 + 1, -(2**60 + 2**52 + 1), 2**63 - 1, -2**63,
+               2**24 + 2**16 + 1]),
+    ("uint64", [2**64 - 1, 2**63 + 2**55 + 1, 2**60 + 2**52 + 1, 3]),
+])
+@pytest.mark.parametrize("lanes", [1, 4])
+def test_int_to_bfloat16_is_rounded_once(name, values, lanes):
+    # through float32 first, 2**24 + 2**16 + 1 would land on a tie and round down
+    x = sl.Var("x")
+    A = sl.Input("A", dt(name), (len(values),))
+    f = sl.Func("f", shape=(len(values),))
+    f[x] = sl.cast(sl.bfloat16, A[x])
+    s = sl.Schedule(f)
+    if lanes > 1:
+        s[f].vectorize(x, lanes)
+    got = bf16_bits_to_f32(sl.compile(f, s)(A=np.array(values, dtype=dict(ALL_DTYPES)[name])))
+    want = [_round_bf16_exactly(v) for v in values]
+    np.testing.assert_array_equal(got.astype(np.float64), want)
+    # a constant folds the same way
+    for v, w in zip(values, want):
+        assert sl.cast(sl.bfloat16, sl.cast(dt(name), v)).value == w
+
+
+def test_float_literals_and_params_are_rounded_to_bfloat16_once():
+    v = 1 + 2**-8 + 2**-30           # just above a tie: float32 would drop the 2**-30
+    assert sl.cast(sl.bfloat16, v).value == 1 + 2**-7
+    assert sl.cast(sl.float32, 2**60 + 2**36 + 1).value == float(2**60 + 2**37)
+    x = sl.Var("x")
+    P = sl.Param("P", sl.bfloat16)
+    f = sl.Func("f", shape=(1,))
+    f[x] = sl.cast(sl.float32, P)
+    kern = sl.compile(f)
+    assert kern(P=v)[0] == 1 + 2**-7
+    assert kern(P=np.float64(v))[0] == 1 + 2**-7

@@ -91,6 +91,33 @@ def test_half_precision_layernorm_and_softmax_compute_in_float32_as_torch(dtype)
     assert (s_got - s_ref).abs().max() <= 1.5 * (s_theirs - s_ref).abs().max() + 1e-4
 
 
+def _half_values(dtype):
+    """Every finite float16 / bfloat16 value in (-20, 20), as float16 / float32 data."""
+    bits = np.arange(2**16, dtype=np.uint32)
+    x = bits.astype(np.uint16).view(np.float16) if dtype == "float16" else \
+        (bits << 16).view(np.float32)
+    return x[np.isfinite(x) & (np.abs(x) < 20)]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("op", ["gelu", "sigmoid"])
+def test_half_precision_gelu_and_sigmoid_compute_in_float32_and_round_once(op, dtype):
+    x = _half_values(dtype)
+    x64 = x.astype(np.float64)
+    exact = 0.5 * x64 * (1 + _erf(x64 / np.sqrt(2))) if op == "gelu" else 1 / (1 + np.exp(-x64))
+    got = getattr(Tensor(x).cast(getattr(sl, dtype)), op)()
+    assert got.dtype == getattr(sl, dtype)
+    got = got.numpy().astype(np.float64)
+    # one unit in the last place of the exact value (10 / 7 fraction bits; subnormals' below)
+    fraction_bits, min_exponent = (10, -14) if dtype == "float16" else (7, -126)
+    exponent = np.floor(np.log2(np.maximum(np.abs(exact), 2.0 ** min_exponent)))
+    ulps = np.abs(got - exact) / 2.0 ** (exponent - fraction_bits)
+    if op == "gelu":
+        # below -3.8, 1 + erf(x / sqrt(2)) cancels in float32, as in torch's float32 gelu
+        ulps = ulps[x > -3.8]
+    assert ulps.max() <= 1       # in 16 bits: up to 2042 float16 ulps, sigmoid(-11.1) = 0
+
+
 def test_other_libraries_arrays_are_operands_like_numpy_arrays():
     torch = pytest.importorskip("torch")
     a = rng.standard_normal((3, 4)).astype(np.float32)

@@ -312,3 +312,16 @@ def test_torch_bfloat16_data_and_int_array_shapes_are_accepted():
     assert x.dtype == sl.bfloat16 and x.shape == (3,)
     check(x.cast(sl.float32) * 2, (t.float() * 2).numpy())
     assert Tensor(np.zeros((2, 3, 4), np.float32)).reshape(np.array([4, 6])).shape == (4, 6)
+
+
+def test_bfloat16_results_come_back_as_float32_values():
+    # numpy has no bfloat16: .numpy() widens it exactly, as torch's x.float().numpy()
+    v = np.array([1.0, 2.5, -3.0], np.float32)
+    t = Tensor(v).cast(sl.bfloat16)
+    check(t, v, rtol=0, atol=0)
+    check(t + 1, v + 1, rtol=0, atol=0)
+    check(t.max(), np.float32(2.5), rtol=0, atol=0)                  # 0-d
+    # a compiled kernel still returns the bits
+    bits = sl.compile(t * 2)()
+    assert bits.dtype == np.uint16
+    np.testing.assert_array_equal((bits.astype(np.uint32) << 16).view(np.float32), 2 * v)

@@ -210,6 +210,33 @@ def test_matmul_of_bools_is_bool_as_numpy():
     check(Tensor(a) @ Tensor(b.astype(np.int32)), a @ b.astype(np.int32))   # int stays a count
 
 
+def test_conv2d_of_bools_is_bool_as_matmul():
+    # the or of ands, as numpy's bool matmul, not a count of true pairs
+    x = rng.random((2, 3, 6, 5)) < 0.3
+    w = rng.random((4, 3, 2, 2)) < 0.3
+    ref = np_conv2d(x, w, padding=1) > 0
+    check(F.conv2d(Tensor(x), Tensor(w), padding=1), ref)
+    bias = np.array([1, 2, 3, 4], np.int32)       # bool + int32 bias is int32, as numpy's
+    check(F.conv2d(Tensor(x), Tensor(w), bias, padding=1),
+          ref + bias[:, None, None])
+
+
+@pytest.mark.parametrize("bias_dtype, result_dtype", [
+    (np.float16, np.float16), (np.int8, np.float16), (np.float32, np.float32),
+    (np.float64, np.float64)])
+def test_half_precision_conv2d_promotes_with_its_bias_as_conv_plus_bias(bias_dtype,
+                                                                        result_dtype):
+    x = rng.random((1, 2, 4, 4)).astype(np.float16)
+    w = rng.random((3, 2, 3, 3)).astype(np.float16)
+    bias = (np.arange(3) + 0.1).astype(bias_dtype)
+    ref = (np_conv2d(x, w).astype(np.float64) + bias[:, None, None]).astype(result_dtype)
+    check(F.conv2d(Tensor(x), Tensor(w), bias=bias), ref, rtol=1e-3, atol=1e-3)
+    # bfloat16 likewise: a float32 bias gives a float32 result
+    xb = Tensor(x.astype(np.float32)).cast(sl.bfloat16)
+    wb = Tensor(w.astype(np.float32)).cast(sl.bfloat16)
+    assert F.conv2d(xb, wb, bias=np.ones(3, np.float32)).dtype == sl.float32
+
+
 def test_conv2d_unbatched_input_and_groups_type():
     x = rng.standard_normal((2, 5, 5)).astype(np.float32)
     w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
@@ -277,6 +304,19 @@ def test_pool_options_against_torch():
           torch.nn.functional.max_pool2d(t, 3, 2, 1, 2, True).numpy())
     check(F.avg_pool2d(Tensor(x), 3, 2, 1, True, False),
           torch.nn.functional.avg_pool2d(t, 3, 2, 1, True, False).numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32,
+                                   np.uint32])
+def test_avg_pool2d_of_integers_sums_in_64_bits_as_mean(dtype):
+    # values near the type's maximum: each window's sum is past it
+    top = int(np.iinfo(dtype).max)
+    x = rng.integers(top // 2, top, (1, 2, 5, 6), endpoint=True).astype(dtype)
+    wide = x.astype(np.float64)
+    check(F.avg_pool2d(Tensor(x), 2), torch_pool_reference(wide, 2, 2, 0, kind="avg"),
+          rtol=1e-12)
+    check(F.avg_pool2d(Tensor(x), 3, 2, 1, ceil_mode=True, count_include_pad=False),
+          torch_pool_reference(wide, 3, 2, 1, 1, True, "avg", False), rtol=1e-12)
 
 
 def test_pool_zero_kernel_or_stride_is_an_error():

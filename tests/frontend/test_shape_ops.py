@@ -98,6 +98,12 @@ def test_shape_arguments_must_be_ints():
         Tensor(X).permute(0, 1.0, 2)
 
 
+def test_expand_with_a_negative_size_names_expand_and_the_size():
+    with pytest.raises(sl.AlgorithmError, match=r"expand: size -2 in \(2, -2, 4\) is negative; "
+                                                r"only -1 \(keep this dimension\) is allowed"):
+        Tensor(np.zeros((2, 1, 4), np.float32)).expand(2, -2, 4)
+
+
 def test_transpose_without_dims_reverses_them_as_numpy():
     check(Tensor(X).transpose(), X.transpose())
     check(F.transpose(Tensor(X[0])), X[0].T)

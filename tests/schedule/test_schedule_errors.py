@@ -786,3 +786,22 @@ def test_a_reduction_loop_of_an_update_stage_is_not_sent_to_rfactor():
     *_, C, _, _, k = build_gemm()
     with pytest.raises(sl.ScheduleError, match=r"is a reduction variable; use rfactor first"):
         sl.Schedule(C)[C].vectorize(k)
+
+
+def test_nested_full_unrolls_are_limited_by_the_copies_they_make_together():
+    # each loop alone is within the limit; together they would copy the body 262144 times
+    y, x = sl.vars("y x")
+    A = sl.Input("A", sl.float32, (512, 512))
+    f = sl.Func("f", shape=(512, 512))
+    f[y, x] = A[y, x] * 2
+    s = sl.Schedule(f)
+    s[f].unroll(y).unroll(x)
+    with pytest.raises(sl.ScheduleError, match=re.escape(
+            "unroll(x) on f: unrolling 512 iterations inside unrolled loops that already make "
+            "512 copies is too many copies of the body (262144, at most 4096)")):
+        sl.compile(f, s)
+    s = sl.Schedule(f)
+    s[f].split(y, 8)
+    s[f].unroll("y.i").unroll(x, 64)                # 8 x 64 copies: fine
+    a = np.ones((512, 512), np.float32)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 2)
