@@ -283,6 +283,23 @@ def _check_writable(flag, path):
         raise SystemExit(f"{flag} {path}: cannot write there (permission denied)")
 
 
+def _check_plot_format(path):
+    """Refuse, before the benchmarks run, a --plot file matplotlib cannot write (or would
+    write under another name: without an extension it appends .png)."""
+    import os
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if not ext:
+        raise SystemExit(f"--plot {path}: give the file an image extension, e.g. {path}.png")
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        return      # _plot says how to install it; the table and CSV are still wanted
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if ext not in formats:
+        raise SystemExit(f"--plot {path}: matplotlib cannot write .{ext} files; use one of "
+                         f"{', '.join('.' + f for f in sorted(formats))}")
+
+
 def cmd_bench(args):
     WORKLOADS, _ = _workloads()
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
@@ -302,6 +319,8 @@ def cmd_bench(args):
     for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
         if path:
             _check_writable(flag, path)
+    if args.plot:
+        _check_plot_format(args.plot)
     for n in names:             # every --size is checked before anything is tuned or measured
         for size in args.size or []:
             make_workload(n, size, args.stride, args.kernel)

@@ -283,3 +283,14 @@ def test_sizes_whose_arrays_cannot_fit_in_memory_are_refused_before_allocating(a
 def test_show_of_a_size_too_big_to_run_still_prints_its_code(capsys):
     assert cli.main(["show", "gemm", "--size", "99999999999"]) == 0
     assert "# loop IR" in capsys.readouterr().out
+
+
+def test_plot_names_matplotlib_cannot_write_are_refused_before_measuring(tmp_path):
+    pytest.importorskip("matplotlib")
+    for name, says in (("rates.txt", "matplotlib cannot write .txt files; use one of "),
+                       ("rates", "give the file an image extension, e.g. ")):
+        path = tmp_path / name
+        with pytest.raises(SystemExit) as info:
+            cli.main(["bench", "gemm", "--size", "8", "--compare", "numpy", "--plot", str(path)])
+        assert info.value.code.startswith(f"--plot {path}: {says}"), info.value.code
+        assert not path.exists()
