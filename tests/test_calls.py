@@ -275,7 +275,7 @@ def test_wrong_size_message_gives_the_expected_shape():
     kern = sl.compile(f)
     with pytest.raises(sl.ArgumentError) as ei:
         kern(X=np.zeros(10, np.float32), out=np.zeros(9, np.float32))
-    assert str(ei.value) == ("out= for output f: dimension 0 should be N - 2 = 8, got 9 (shape (9,)); "
+    assert str(ei.value) == ("out=: dimension 0 should be N - 2 = 8, got 9 (shape (9,)); "
                              "pass an array of shape (8,)"), str(ei.value)
     g = sl.Func("g", shape=(2, 3))
     j = sl.Var("j")
@@ -283,7 +283,7 @@ def test_wrong_size_message_gives_the_expected_shape():
     with pytest.raises(sl.ArgumentError) as ei:
         sl.compile(g)(out=np.zeros((3, 3), np.float32))
     # a fixed size is not written twice ("should be 2 = 2")
-    assert str(ei.value) == ("out= for output g: dimension 0 should be 2, got 3 (shape (3, 3)); "
+    assert str(ei.value) == ("out=: dimension 0 should be 2, got 3 (shape (3, 3)); "
                              "pass an array of shape (2, 3)"), str(ei.value)
 
 
@@ -736,3 +736,19 @@ def test_funcs_with_unicode_names_compile_and_run():
     kern = sl.compile(out, s)
     a = np.arange(40, dtype=np.float32)
     np.testing.assert_array_equal(kern(données=a), a * 2 + 1)
+
+
+def test_out_messages_name_the_output_only_when_there_are_several():
+    X = sl.Input("X", sl.float32, (4,))
+    i = sl.Var("i")
+    f, g = sl.Func("f", shape=(4,)), sl.Func("g", shape=(4,))
+    f[i] = X[i] + 1
+    g[i] = X[i] * 2
+    kern = sl.compile([f, g])
+    x = np.zeros(4, np.float32)
+    with pytest.raises(sl.ArgumentError, match=r"^out= for output g: expected dtype float32"):
+        kern(X=x, out=(np.zeros(4, np.float32), np.zeros(4, np.float64)))
+    from schedlang.frontend import Tensor
+    y = Tensor.input("y", (4,))
+    with pytest.raises(sl.ArgumentError, match=r"^out=: the array must be C-contiguous"):
+        sl.compile(y.relu())(y=x, out=np.zeros(8, np.float32)[::2])

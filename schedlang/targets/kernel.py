@@ -250,11 +250,12 @@ class Kernel:
 
     def _check_array(self, buf, a, sizes, where, role):
         dt = buf.dtype
+        label = f"{role} {buf.name}" if role else buf.name
         want = dt.numpy
         if dt.name == "bfloat16" and a.dtype.name == "bfloat16":
             a = a.view(np.uint16)
         if a.dtype != want:
-            raise ArgumentError(f"{role} {buf.name}: expected dtype {dt.name}"
+            raise ArgumentError(f"{label}: expected dtype {dt.name}"
                                 + (" (as uint16 bits)" if dt.name == "bfloat16" else "")
                                 + f", got {a.dtype}; " + (
                                     "pass a bfloat16 tensor (e.g. torch's), or the bits as "
@@ -264,7 +265,7 @@ class Kernel:
                                     if dt.name == "bfloat16" else
                                     f"convert it with .astype(np.{want.name})"))
         if a.ndim != len(buf.shape):
-            raise ArgumentError(f"{role} {buf.name}: expected {len(buf.shape)} dimensions, got "
+            raise ArgumentError(f"{label}: expected {len(buf.shape)} dimensions, got "
                                 f"{a.ndim} (shape {a.shape})")
         for d, (ext, n) in enumerate(zip(buf.shape, a.shape)):
             if isinstance(ext, E.SizeVar):
@@ -281,7 +282,7 @@ class Kernel:
             if want_n != n:
                 # a constant extent reads "should be 2", a symbolic one "should be M - 2 = 30"
                 expected = str(want_n) if isinstance(ext, E.Const) else f"{ext} = {want_n}"
-                raise ArgumentError(f"{role} {buf.name}: dimension {d} should be {expected}, "
+                raise ArgumentError(f"{label}: dimension {d} should be {expected}, "
                                     f"got {n} (shape {tuple(a.shape)}); pass an array of shape "
                                     f"{self._expected_shape(buf, sizes)}")
         return a
@@ -325,11 +326,13 @@ class Kernel:
             if out is not None:
                 if len(out) != len(self.outputs):
                     raise ArgumentError(f"out=: give {len(self.outputs)} arrays, one per output")
-                a = as_array(f"out ({o.name})", out[n])
-                a = self._check_array(_OutBuf(o), a, sizes, where, "out= for output")
+                # one output: "out=" says which (its Func may have a generated name)
+                label = "out=" if len(self.outputs) == 1 else f"out= for output {o.name}"
+                a = as_array(label, out[n])
+                a = self._check_array(_OutBuf(o, label), a, sizes, where, "")
                 if not a.flags.c_contiguous or not a.flags.writeable:
-                    raise ArgumentError(f"out= for output {o.name}: the array must be C-contiguous "
-                                        "and writeable; pass np.empty(...) or use the returned array")
+                    raise ArgumentError(f"{label}: the array must be C-contiguous and writeable; "
+                                        "pass np.empty(...) or use the returned array")
                 arrays.append(a)
                 continue
             shape = []
@@ -531,8 +534,10 @@ class _CallPlan:
 
 
 class _OutBuf:
-    def __init__(self, f):
-        self.name, self.dtype, self.shape = f.name, f.dtype, f.shape
+    """An output Func as the array checks see it, under the name messages give it."""
+
+    def __init__(self, f, name):
+        self.name, self.dtype, self.shape = name, f.dtype, f.shape
 
 
 def _param_names(schedule):
