@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 import schedlang as sl
-from schedlang.autotune.measure import machine_memory_bytes
+from schedlang.autotune.measure import too_big_to_allocate
 from schedlang.frontend.winograd import schedule_winograd, winograd_conv3x3, winograd_tile
 
 
@@ -63,8 +63,8 @@ def _check_fits_in_memory(workload, text, size):
     else:
         elements = 2 * size[0] * size[1]
     need = 4 * 8 * elements
-    memory = machine_memory_bytes()
-    if memory is not None and need > memory // 2:
+    memory = too_big_to_allocate(need)
+    if memory is not None:
         raise SystemExit(f"--size {text!r}: the {workload} arrays need about "
                          f"{need / 2**30:,.1f} GiB, more than half of this machine's "
                          f"{memory / 2**30:,.1f} GiB; choose a smaller size")

@@ -159,9 +159,9 @@ def settle_func_names(funcs, taken):
     """Name the unnamed Funcs of a pipeline, given in discovery order from its outputs:
     ``f``, else the first of ``f1``, ``f2``, ... that is not in ``taken`` (the pipeline's
     other names); the helper Func of an inline reduction in an unnamed Func is named after
-    it (``f_sum0``). A process-wide counter would
-    name them differently each time the algorithm is built, so ``str(schedule)`` would not
-    replay onto the rebuilt algorithm. Each Func is named once, by the first Schedule."""
+    it (``f_sum0``). A process-wide counter would name them differently each time the
+    algorithm is built, so ``str(schedule)`` would not replay onto the rebuilt algorithm.
+    Each Func is named once, by the first Schedule."""
     taken = set(taken) | {f.name for f in funcs if not f.auto_named}
     for f in funcs:
         if not f.auto_named:

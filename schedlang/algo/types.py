@@ -176,10 +176,10 @@ def round_to_float(value, dtype: DType) -> float:
     bfloat16) == 2**24 + 2**17``."""
     if isinstance(value, float) and (value != value or value in (float("inf"), -float("inf"))):
         return value
-    if dtype.name == "float64" or (isinstance(value, float) and dtype.name != "bfloat16"):
-        # Python rounds an int to a double once; numpy rounds a double to a float / half once
-        return float(np.array(float(value)).astype(dtype.numpy)) \
-            if dtype.name != "float64" else float(value)
+    if dtype.name == "float64":
+        return float(value)         # Python rounds an int to a double once
+    if isinstance(value, float) and dtype.name != "bfloat16":
+        return float(np.float64(value).astype(dtype.numpy))   # numpy rounds a double once
     bits, emin, emax = FLOAT_FORMATS[dtype.name]
     x = Fraction(value)
     sign = -1.0 if x < 0 else 1.0

@@ -347,20 +347,22 @@ def outputs_match(got, want):
     return True
 
 
-def machine_memory_bytes():
-    """The machine's physical memory in bytes (None where the OS does not say)."""
+def too_big_to_allocate(nbytes):
+    """The machine's physical memory in bytes when ``nbytes`` is more than half of it (so
+    the caller refuses before allocating), else None (also where the OS does not say)."""
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+    return memory if nbytes > memory // 2 else None
 
 
 def check_inputs_fit(outputs, shapes):
     """Refuse, before anything is allocated, to measure a pipeline whose random inputs
     (made as float64 first) need more than half the machine's memory."""
     total = sum(8 * int(np.prod(shape, dtype=np.float64)) for shape in shapes.values())
-    memory = machine_memory_bytes()
-    if memory is not None and total > memory // 2:
+    memory = too_big_to_allocate(total)
+    if memory is not None:
         names = ", ".join(o.name for o in outputs)
         raise CompileError(f"autotune of {names}: measuring needs about {total / 2**30:,.1f} GiB "
                            f"for random inputs of shapes {shapes}, more than half of this "

@@ -325,16 +325,19 @@ def map_stmt(s, stmt_fn=None, expr_fn=None):
     return s.replace(**kw)
 
 
+def child_stmts(s):
+    """The statements directly inside ``s`` (a Block's list, or its Stmt fields; some may
+    be None)."""
+    return s.stmts if isinstance(s, Block) else [getattr(s, f) for f in s.children]
+
+
 def walk_stmt(s, fn):
     """Call ``fn`` on every statement (pre-order)."""
     if s is None:
         return
     fn(s)
-    if isinstance(s, Block):
-        for c in s.stmts:
-            walk_stmt(c, fn)
-    for f in s.children:
-        walk_stmt(getattr(s, f), fn)
+    for c in child_stmts(s):
+        walk_stmt(c, fn)
 
 
 def funcs_mentioned(s) -> frozenset:
@@ -351,7 +354,7 @@ def funcs_mentioned(s) -> frozenset:
         walk_expr(e, lambda n: found.add(id(n.func)) if isinstance(n, E.FuncRef) else None)
     if isinstance(s, (Provide, Realize)):
         found.add(id(s.func))
-    for c in (s.stmts if isinstance(s, Block) else [getattr(s, f) for f in s.children]):
+    for c in child_stmts(s):
         if c is not None:
             found |= funcs_mentioned(c)
     s._funcs = frozenset(found)

@@ -31,8 +31,7 @@ def count_calls(s, func):
             n[0] += 1
     for e in ir.stmt_exprs(s):
         E.walk_expr(e, fn)
-    kids = s.stmts if isinstance(s, ir.Block) else [getattr(s, f) for f in s.children]
-    return n[0] + sum(count_calls(c, func) for c in kids)
+    return n[0] + sum(count_calls(c, func) for c in ir.child_stmts(s))
 
 
 def _demand(ctx, f, demand_stmt):

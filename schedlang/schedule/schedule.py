@@ -146,7 +146,8 @@ class Schedule:
         self._recording = True
         for o in self.outputs:
             self._discover(o)
-        settle_func_names(self.funcs, {g.name for g in self.inputs} | self._var_names())
+        if any(f.auto_named for f in self.funcs):
+            settle_func_names(self.funcs, {g.name for g in self.inputs} | self._var_names())
         # str(s) names these bare; an unnamed Func (or a reduction's helper) by string
         self.user_funcs = {g.name for g in self.funcs + self.inputs if _bare_name_ok(g.name)
                            and not getattr(g, "born_unnamed", False)}
@@ -393,6 +394,8 @@ class Schedule:
         every size in the fact belongs to one of its Inputs (or is an output size it uses)
         and every Param in it is one the pipeline uses (by identity, so a fact about another
         algorithm's ``N`` does not apply)."""
+        if not ASSUMPTIONS:     # the common case: no walk of the pipeline
+            return []
         inputs = {id(i) for i in self.inputs}
         params, size_names = set(), set()
 

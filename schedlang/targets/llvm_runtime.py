@@ -322,10 +322,16 @@ def f64_to_f32_round_to_odd(b: ir.IRBuilder, module: ir.Module, x):
     back = b.fpext(t, x.type)
     inexact = b.fcmp_unordered("!=", back, x)
     away = b.and_(inexact, b.fcmp_ordered(">", b.call(fabs, [back]), b.call(fabs, [x])))
-    bits = b.bitcast(t, ity)
+    return _to_odd(b, t, ity, c, inexact, away)
+
+
+def _to_odd(b: ir.IRBuilder, rounded, int_type, c, inexact, away):
+    """``rounded`` (a nearest-even result) turned into the round-to-odd one: where it is
+    inexact, step back toward zero if it went ``away``, then set the lowest bit."""
+    bits = b.bitcast(rounded, int_type)
     bits = b.select(away, b.sub(bits, c(1)), bits)
     bits = b.select(inexact, b.or_(bits, c(1)), bits)
-    return b.bitcast(bits, fty)
+    return b.bitcast(bits, rounded.type)
 
 
 def i64_to_f64_round_to_odd(b: ir.IRBuilder, module: ir.Module, x, unsigned: bool):
@@ -347,10 +353,7 @@ def i64_to_f64_round_to_odd(b: ir.IRBuilder, module: ir.Module, x, unsigned: boo
     else:   # rounded away from zero: past x on x's side of zero
         negative = b.icmp_signed("<", x, c(0))
         away = b.select(negative, b.icmp_signed("<", back, x), b.icmp_signed(">", back, x))
-    bits = b.bitcast(f, x.type)
-    bits = b.select(b.and_(inexact, away), b.sub(bits, c(1)), bits)
-    bits = b.select(inexact, b.or_(bits, c(1)), bits)
-    return b.bitcast(bits, fty)
+    return _to_odd(b, f, x.type, c, inexact, b.and_(inexact, away))
 
 
 def define_half_libcalls(module: ir.Module) -> None:
