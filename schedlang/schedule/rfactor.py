@@ -37,15 +37,28 @@ def rfactor(schedule, st: StageSchedule, rv, name):
     rv_name = var_name(rv, directive, st.name)
     f = st.func
     d = st.definition
-    reds = d.reductions if d.index == 0 else []
-    if d.index != 0 or len(reds) != 1:
-        raise ScheduleError(f"rfactor({rv_name}) on {st.name}: rfactor applies to a pure "
-                            "definition with one inline reduction (sl.sum, sl.product, "
-                            "sl.maximum, sl.minimum)")
-    (red,) = reds
-    if red.op not in COMBINE:
-        raise ScheduleError(f"rfactor({rv_name}) on {st.name}: {red.op} keeps the position of "
-                            "its extreme and cannot be factored; use maximum / minimum")
+    if d.index == 0:
+        reds = d.reductions
+        if len(reds) != 1:
+            raise ScheduleError(f"rfactor({rv_name}) on {st.name}: rfactor applies to a pure "
+                                "definition with one inline reduction (sl.sum, sl.product, "
+                                f"sl.maximum, sl.minimum), or to an update {f.name}[...] = "
+                                f"{f.name}[...] + e (or *, sl.min, sl.max)")
+        (red,) = reds
+        if red.op not in COMBINE:
+            raise ScheduleError(f"rfactor({rv_name}) on {st.name}: {red.op} keeps the position "
+                                "of its extreme and cannot be factored; use maximum / minimum")
+        op, body, dtype = red.op, red.body, red.dtype
+        rd = red.rdom
+        # bounds by position in the reduction's domain: a reduction over several RDoms has
+        # one domain over all of them, where a variable's own .dim does not index
+        rvars, pred, pure_vars = list(rd.vars), rd.predicate, list(d.args)
+        bounds = dict(zip((id(x) for x in rd.vars), rd.bounds))
+    else:
+        op, body, self_ref, binop = update_combine(st, rv_name)
+        dtype = f.dtype
+        rvars, pred, pure_vars = list(d.rvars), d.predicate, list(d.pure_vars)
+        bounds = {id(x): x.rdom.bounds[x.dim] for x in rvars}
     orig, kind, sp = _loop_domain(st, rv_name)
     if orig is None:
         rloops = [dm.name for dm in st.dims if dm.is_rvar]
@@ -55,17 +68,91 @@ def rfactor(schedule, st: StageSchedule, rv, name):
     if sp is not None and sp.tail in ("shift", "pad"):
         raise ScheduleError(f"rfactor({rv_name}) on {st.name}: the split of {orig.name} must "
                             "use tail='guard' or 'auto'")
-    rd = red.rdom
-    # bounds by position in the reduction's domain: a reduction over several RDoms has
-    # one domain over all of them, where a variable's own .dim does not index
-    bounds = dict(zip((id(x) for x in rd.vars), rd.bounds))
+    if any(a.name == rv_name for a in pure_vars):
+        raise ScheduleError(f"rfactor({rv_name}) on {st.name}: the new dimension's name "
+                            f"{rv_name} is already a dimension of {f.name}")
+    intm, v_extent = _intermediate(schedule, f, name, rv_name, orig, kind, sp, rvars, bounds,
+                                   pred, body, op, dtype, pure_vars, rd_name=(
+                                       rvars[0].rdom.name if d.index else rd.name))
+    # the final reduction over the factored dimension
+    fin_rd = RDom((E.Const(0, T.int64), v_extent), name=f"{rv_name}.rf")
+    fin_rd.vars[0].name = rv_name
+    part = E.FuncRef(intm, pure_vars + [fin_rd.vars[0]])
+    if d.index == 0:
+        new_value = _replace(d.value, red, E.Reduce(op, part, fin_rd, dtype))
+        fdef = Definition(f, 0, d.args, new_value, d.pure_vars, list(fin_rd.vars), None)
+    else:
+        new_value = E.binary(binop, self_ref, part)
+        fdef = Definition(f, d.index, d.args, new_value, d.pure_vars, list(fin_rd.vars), None)
+    schedule.defs[id(f)][d.index] = fdef
+    fresh = StageSchedule(schedule, f, d.index, fdef)
+    _keep_pure_loops(st, fresh)
+    st._become(fresh)       # the caller's handle stays s[f] (or s[f].update(n))
+    schedule.stages[id(f)][d.index] = st
+    schedule.user_funcs.discard(intm.name)
+    schedule._record(st, "rfactor", [rv_name], {"name": intm.name})
+    return intm
+
+
+# an update f[x] = f[x] <op> e is a reduction of e by the matching combiner
+_UPDATE_COMBINE = {"add": "sum", "mul": "product", "min": "minimum", "max": "maximum"}
+
+
+def update_combine(st, rv_name=None):
+    """For an update stage ``f[args] = f[args] <op> e`` (or ``e <op> f[args]``) with an
+    associative, commutative ``op`` (+, *, min, max), the left-hand side free of reduction
+    variables and ``e`` free of ``f``: returns (reduction op, e, the self-reference, op).
+    Raises ScheduleError naming rfactor when the update has another form (a scan, a
+    scatter, ...), or returns None when ``rv_name`` is None and it does not apply."""
+    d = st.definition
+    f = d.func
+    why = None
+    v = d.value
+    if isinstance(v, E.Cast) and v.dtype == f.dtype and isinstance(v.value, E.BinOp):
+        v = v.value
+    if any(_has(E.to_expr(a), lambda n: isinstance(n, E.RVar)) for a in d.args):
+        why = ("its left-hand side depends on the reduction variables (a scan or a scatter), "
+               "so the order of the updates matters")
+    elif not isinstance(v, E.BinOp) or v.op not in _UPDATE_COMBINE:
+        why = "its value combines them by another operation"
+    else:
+        key = [E.structural_key(E.to_expr(a)) for a in d.args]
+        is_self = [isinstance(x, E.FuncRef) and x.func is f
+                   and [E.structural_key(a) for a in x.args] == key for x in (v.a, v.b)]
+        if is_self[0] == is_self[1]:
+            why = (f"its value must read {f.name} exactly once, at the left-hand side's "
+                   "position, combined with the rest by +, *, sl.min or sl.max")
+        else:
+            self_ref, e = (v.a, v.b) if is_self[0] else (v.b, v.a)
+            if _has(e, lambda n: isinstance(n, E.FuncRef) and n.func is f):
+                why = f"the rest of its value reads {f.name} again"
+            else:
+                if e.dtype != f.dtype:
+                    e = E.cast(f.dtype, e)
+                return _UPDATE_COMBINE[v.op], e, self_ref, v.op
+    if rv_name is None:
+        return None
+    raise ScheduleError(f"rfactor({rv_name}) on {st.name}: rfactor applies to an update of the "
+                        f"form {f.name}[...] = {f.name}[...] + e (or *, sl.min, sl.max), and "
+                        f"{why}")
+
+
+def _has(e, pred):
+    found = []
+    E.walk_expr(e, lambda n: found.append(n) if pred(n) else None)
+    return bool(found)
+
+
+def _intermediate(schedule, f, name, rv_name, orig, kind, sp, rvars, bounds, pred, body, op,
+                  dtype, pure_vars, rd_name):
+    """The intermediate Func of rfactor: ``intm[pure..., rv] = op-reduction of body`` over
+    the reduction variables other than ``rv``. Returns it and the extent of ``rv``."""
     lo, ext = bounds[id(orig)]
     lo, ext = E.cast(T.int64, lo), E.cast(T.int64, ext)
     # the dimension that becomes pure, and what stays a reduction in the intermediate
     v = E.Var(rv_name)
-    keep_bounds, keep_names, sub = [], [], {}
-    pred = rd.predicate
-    for other in rd.vars:
+    keep_bounds, keep_names = [], []
+    for other in rvars:
         if other is not orig:
             keep_bounds.append(bounds[id(other)])
             keep_names.append(other.name)
@@ -80,14 +167,14 @@ def rfactor(schedule, st: StageSchedule, rv, name):
                             else n_outer))
         keep_names.append(other_name)
         v_extent = E.Const(F, T.int64) if kind == "inner" else n_outer
-    new_rd = RDom(*[(b[0], b[1]) for b in keep_bounds], name=f"{rd.name}.rf") if keep_bounds \
+    new_rd = RDom(*[(b[0], b[1]) for b in keep_bounds], name=f"{rd_name}.rf") if keep_bounds \
         else None
     if new_rd is not None:
         for rv_new, nm in zip(new_rd.vars, keep_names):
             rv_new.name = nm
     by_old = {}
     idx = 0
-    for other in rd.vars:
+    for other in rvars:
         if other is not orig:
             by_old[other.name] = new_rd.vars[idx]
             idx += 1
@@ -103,17 +190,14 @@ def rfactor(schedule, st: StageSchedule, rv, name):
     elif pred is not None:
         pred = E.substitute(pred, {orig.name: sub_value, **by_old})
     sub = {orig.name: sub_value, **by_old}
-    body = E.substitute(red.body, sub)
+    body = E.substitute(body, sub)
     if new_rd is not None:
         new_rd.predicate = pred
-    pure = list(d.args) + [v]
-    if any(a.name == v.name for a in d.args):
-        raise ScheduleError(f"rfactor({rv_name}) on {st.name}: the new dimension's name "
-                            f"{v.name} is already a dimension of {f.name}")
+    pure = pure_vars + [v]
     if new_rd is None and pred is not None:
         # a guarded split's last reduction loop: one point that exists only where the
         # guard holds, so the reads happen under an if (a select would read every operand)
-        new_rd = RDom((E.Const(0, T.int64), E.Const(1, T.int64)), name=f"{rd.name}.rf")
+        new_rd = RDom((E.Const(0, T.int64), E.Const(1, T.int64)), name=f"{rd_name}.rf")
         new_rd.vars[0].name = f"{rv_name}.rf"
         new_rd.predicate = pred
     intm = schedule._new_func(name, f"{f.name}_intm")
@@ -121,24 +205,10 @@ def rfactor(schedule, st: StageSchedule, rv, name):
         value = body          # no guard: a guarded last loop got its one-point domain above
         idef = Definition(intm, 0, pure, value, pure, [], None)
     else:
-        value = E.Reduce(red.op, body, new_rd, red.dtype)
+        value = E.Reduce(op, body, new_rd, dtype)
         idef = Definition(intm, 0, pure, value, pure, list(new_rd.vars), new_rd.predicate)
     schedule._install(intm, [idef])
-    # the final reduction over the factored dimension
-    fin_rd = RDom((E.Const(0, T.int64), v_extent), name=f"{rv_name}.rf")
-    fin_rd.vars[0].name = rv_name
-    part = E.FuncRef(intm, list(d.args) + [fin_rd.vars[0]])
-    new_red = E.Reduce(red.op, part, fin_rd, red.dtype)
-    new_value = _replace(d.value, red, new_red)
-    fdef = Definition(f, 0, d.args, new_value, d.pure_vars, list(fin_rd.vars), None)
-    schedule.defs[id(f)][0] = fdef
-    fresh = StageSchedule(schedule, f, 0, fdef)
-    _keep_pure_loops(st, fresh)
-    st._become(fresh)       # the caller's handle stays s[f]
-    schedule.stages[id(f)][0] = st
-    schedule.user_funcs.discard(intm.name)
-    schedule._record(st, "rfactor", [rv_name], {"name": intm.name})
-    return intm
+    return intm, v_extent
 
 
 def _keep_pure_loops(st, fresh):

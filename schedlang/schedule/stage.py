@@ -377,8 +377,10 @@ class StageSchedule:
 
     def _reduction_loop_advice(self):
         """What to do instead of running a reduction loop in parallel / SIMD: rfactor on a
-        pure definition's inline reduction; an update stage's reduction runs in order."""
-        if self.index == 0:
+        pure definition's inline reduction or an update f[x] = f[x] + e (or *, min, max);
+        any other update's reduction runs in order."""
+        from .rfactor import update_combine
+        if self.index == 0 or update_combine(self) is not None:
             return "use rfactor first (it makes part of the reduction a pure loop)"
         pure = [d.name for d in self.dims if not d.is_rvar]
         return ("the reduction loop of an update stage runs in order; use one of its pure "

@@ -1,4 +1,6 @@
 """rfactor and double_buffer: results against numpy, the loop IR they produce, and errors."""
+import re
+
 import numpy as np
 import pytest
 
@@ -202,3 +204,105 @@ def test_double_buffer_on_an_output_is_refused_at_the_directive():
                        "schedule.*cache_read"):
         s[C].double_buffer()
     assert "double_buffer" not in str(s)
+
+
+def _row_update(combine, dtype=sl.float32, where=None):
+    """f[i] = identity, then the update f[i] = combine(f[i], A[i, r]) (Halide's form)."""
+    A = sl.Input("A", dtype, ("M", "K"))
+    i = sl.Var("i")
+    r = sl.RDom(A.shape[1], name="r")
+    if where is not None:
+        r = r.where(where(r))
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = sl.cast(dtype, 1 if combine == "mul" else 0)
+    e = A[i, r]
+    f[i] = {"add": lambda: f[i] + e, "mul": lambda: e * f[i], "min": lambda: sl.min(e, f[i]),
+            "max": lambda: sl.max(f[i], e)}[combine]()
+    return A, i, r, f
+
+
+@pytest.mark.parametrize("combine", ["add", "mul", "min", "max"])
+@pytest.mark.parametrize("dtype", [sl.float32, sl.int32])
+@pytest.mark.parametrize("split", [None, 8])
+def test_rfactor_of_an_update_stage(combine, dtype, split):
+    A, i, r, f = _row_update(combine, dtype, where=lambda r: r % 3 != 1)
+    s = sl.Schedule(f)
+    st = s[f].update(0)
+    rv = st.split(r, split)[1] if split else r
+    part = st.rfactor(rv, name="partial")
+    s[part].compute_at(f, i).vectorize(rv.name if split else "r", 8 if not split else None)
+    rng = np.random.default_rng(1)
+    a = (rng.random((5, 37)) + 0.5).astype(np.float32) if dtype == sl.float32 else \
+        rng.integers(-4, 5, (5, 37)).astype(np.int32)
+    kept = a[:, [c for c in range(37) if c % 3 != 1]]
+    want = {"add": kept.sum(1), "mul": kept.prod(1), "min": np.minimum(kept.min(1), 0),
+            "max": np.maximum(kept.max(1), 0)}[combine]
+    np.testing.assert_allclose(sl.compile(f, s)(A=a), want, rtol=1e-5)
+    assert "s[f].update(0).rfactor(" in str(s)
+
+
+def test_rfactor_of_an_update_parallel_over_the_factored_dimension_and_replayed():
+    A, i, r, f = _row_update("add")
+    s = sl.Schedule(f)
+    ro, ri = s[f].update(0).split(r, 4)
+    part = s[f].update(0).rfactor(ro)       # the outer loop: 4-wide partial sums per r.o
+    s[part].compute_root().parallel("r.o")
+    a = np.random.default_rng(2).random((3, 103), dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(f, s)(A=a), a.sum(1), rtol=1e-5)
+    loop_ir = sl.lower(f, s)
+    A2, i2, r2, f2 = _row_update("add")
+    replay = sl.Schedule(f2)
+    exec(str(s), {"sl": sl, "s": replay, "A": A2, "i": i2, "r": r2, "f": f2})
+    assert str(sl.lower(f2, replay)) == str(loop_ir)
+    assert str(sl.lower(f2, sl.Schedule.from_json(s.to_json(), f2))) == str(loop_ir)
+
+
+def test_rfactor_of_an_update_with_a_constant_index_and_two_rdoms():
+    A = sl.Input("A", sl.float32, (6, 10))
+    r = sl.RDom(6, 10, name="r")
+    total = sl.Func("total", shape=(2,))
+    x = sl.Var("x")
+    total[x] = 0.0
+    total[1] = total[1] + A[r.x, r.y] * 2      # only element 1 is updated
+    s = sl.Schedule(total)
+    part = s[total].update(0).rfactor(r.y)
+    s[part].compute_root().vectorize("r.y", 8)
+    a = np.random.default_rng(3).random((6, 10), dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(total, s)(A=a), [0, 2 * a.sum()], rtol=1e-5)
+
+
+def test_rfactor_of_an_update_that_is_not_an_associative_self_update_is_refused():
+    x = sl.Var("x")
+    A = sl.Input("A", sl.int32, ("N",))
+    r = sl.RDom((1, A.shape[0] - 1), name="r")
+    scan = sl.Func("scan", shape=(A.shape[0],))
+    scan[x] = A[x]
+    scan[r] = scan[r - 1] + A[r]
+    with pytest.raises(sl.ScheduleError, match=re.escape(
+            "rfactor(r) on scan.update(0): rfactor applies to an update of the form "
+            "scan[...] = scan[...] + e (or *, sl.min, sl.max), and its left-hand side depends on "
+            "the reduction variables")):
+        sl.Schedule(scan)[scan].update(0).rfactor(r)
+    # a reduction loop of a scan runs in order: the advice is a pure loop, not rfactor
+    sub = sl.Func("sub", shape=(4,))
+    q = sl.RDom(A.shape[0], name="q")
+    sub[x] = 0
+    sub[x] = sub[x] - A[q]
+    s = sl.Schedule(sub)
+    with pytest.raises(sl.ScheduleError, match=r"sub\[\.\.\.\] \+ e \(or \*, sl.min, sl.max\), and its value combines them by another"):
+        s[sub].update(0).rfactor(q)
+    with pytest.raises(sl.ScheduleError, match=r"update stage runs in order; use one of its "
+                                               r"pure loops \(x\)"):
+        s[sub].update(0).vectorize(q, 4)
+    twice = sl.Func("twice", shape=(4,))
+    twice[x] = 1
+    twice[x] = twice[x] + twice[x] * A[q]
+    with pytest.raises(sl.ScheduleError, match="the rest of its value reads twice again"):
+        sl.Schedule(twice)[twice].update(0).rfactor(q)
+
+
+def test_vectorizing_the_reduction_loop_of_a_summing_update_points_to_rfactor():
+    A, i, r, f = _row_update("add")
+    with pytest.raises(sl.ScheduleError, match=r"vectorize\(r\) on f\.update\(0\): r is a "
+                                               r"reduction variable.*use rfactor first"):
+        sl.Schedule(f)[f].update(0).vectorize(r, 8)
