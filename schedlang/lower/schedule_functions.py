@@ -16,6 +16,7 @@ from . import ir
 from .bounds_inference import func_box, require_bounded
 from .interval import Interval, Scope, bounds_of, union
 from .loop_nests import build_func, build_stage
+from .prove import prove
 from .simplify import simplify
 from .sliding_window import slide_region
 
@@ -294,15 +295,25 @@ def double_buffered(ctx, stmt, f, loop, region, memory):
                       loop.min)
     new_loop = loop.replace(body=body)
     guarded = ir.IfThenElse(E.binary("gt", loop.extent, 0), prologue)
-    # two copies, each as large as the largest region any iteration needs
+    # two copies, each as large as the largest region any iteration needs, or as what
+    # its producer writes there (a tail='pad' split rounds the region up)
     scope = Scope()
     scope.push(t, Interval(loop.min, simplify(loop.min + loop.extent - 1)))
     bounds = [(E.Const(0, T.int64), E.Const(2, T.int64))]
+    written, _ = func_box(ir.make_block([prologue, produce_next]), f, kinds=("provide",))
     for d, (lo, ext, _) in enumerate(region):
         hi = bounds_of(ext, scope).hi
+        if written is not None:
+            w = written[d + 1]
+            w_lo = None if w.lo is None else bounds_of(simplify(w.lo), scope).lo
+            w_hi = None if w.hi is None else bounds_of(simplify(w.hi + 1), scope).hi
+            if w_lo is None or w_hi is None or not prove(E.binary("ge", w_lo, 0), ctx.facts):
+                hi = None
+            elif hi is not None:
+                hi = E.binary("max", hi, w_hi)
         if hi is None:
             raise ScheduleError(f"{where}: cannot bound the size of dimension {d} of its "
-                                f"region ({ext})")
+                                f"region ({ext}) or of what its producer writes there")
         bounds.append((E.Const(0, T.int64), simplify(E.binary("max", hi, 0))))
     replacement = ir.Realize(f, bounds, memory, ir.make_block([guarded, new_loop]))
 

@@ -306,3 +306,27 @@ def test_vectorizing_the_reduction_loop_of_a_summing_update_points_to_rfactor():
     with pytest.raises(sl.ScheduleError, match=r"vectorize\(r\) on f\.update\(0\): r is a "
                                                r"reduction variable.*use rfactor first"):
         sl.Schedule(f)[f].update(0).vectorize(r, 8)
+
+
+@pytest.mark.parametrize("tail", ["pad", "guard", "shift", "auto"])
+def test_double_buffer_copies_hold_what_a_padded_producer_writes(tail):
+    # one row of P per iteration of C's i, rounded up to 2 rows by tail='pad': each copy
+    # must hold 2 rows, or the second copy is overwritten (and the heap past the last)
+    A = sl.Input("A", sl.float32, ("M", "K"))
+    B = sl.Input("B", sl.float32, ("K", "N"))
+    i, j = sl.vars("i j")
+    k = sl.RDom(A.shape[1], name="k")
+    P = sl.Func("P")
+    P[i, j] = sl.clamp_edge(A)[i, j] * 2.0
+    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
+    C[i, j] = sl.sum(P[i, k] * B[k, j])
+    s = sl.Schedule(C)
+    s[P].split(i, 2, tail=tail)
+    s[P].compute_at(C, i).double_buffer()
+    kern = sl.compile(C, s)
+    rng = np.random.default_rng(4)
+    a, b = rng.random((5, 3), dtype=np.float32), rng.random((3, 7), dtype=np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(kern(A=a, B=b), 2 * a @ b, rtol=1e-5)
+    if tail == "pad":
+        assert "allocate P[float32; 2 x 2 x " in str(sl.lower(C, s))
