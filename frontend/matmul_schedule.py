@@ -112,9 +112,17 @@ def _funcs_read(f):
             [g for g in funcs if g.definitions[0].rvars])
 
 
-def _inputs_read(f):
-    """The Inputs ``f``'s definition reads directly."""
-    return [g for g in _read(f) if not hasattr(g, "definitions")]
+def _inputs_read_along(f, var):
+    """The Inputs ``f``'s definition reads directly at an index that depends on the Var
+    named ``var`` (a row broadcast to every row is read at the same place by all)."""
+    found = {}
+
+    def visit(n):
+        if isinstance(n, E.FuncRef) and not hasattr(n.func, "definitions") and any(
+                var in E.expr_vars(a) for a in n.args):
+            found.setdefault(id(n.func), n.func)
+    E.walk_expr(f.definitions[0].value, visit)
+    return list(found.values())
 
 
 def _schedule_nhwc_sums(s, acc, o=None):
@@ -292,9 +300,10 @@ def softmax_schedule(s, f, is_output):
     lanes = 64 if cols >= 256 else vw
     s[f].parallel(d.args[0].name).vectorize(col, vw)
     s[e].compute_at(f, row).vectorize(e.definitions[0].args[-1].name, vw)
-    for source in _inputs_read(e):
+    e_row = e.definitions[0].args[-2].name
+    for source in _inputs_read_along(e, e_row):
         # the next row of the input comes in while this row's exponentials are computed
-        s[e].prefetch(source, e.definitions[0].args[-2].name)
+        s[e].prefetch(source, e_row)
     for red in (mx, den):
         rv = red.definitions[0].rvars[0].name
         s[red].compute_at(f, row)

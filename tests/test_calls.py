@@ -1,4 +1,6 @@
 """Conformance tests for compiling and calling kernels (SPEC sections 3 and 7)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -694,6 +696,51 @@ def test_a_bfloat16_tensor_is_read_through_dlpack():
     with pytest.raises(sl.ArgumentError, match=r"input A: expected dtype bfloat16.*"
                        r"\(f\.view\(np\.uint32\) >> 16\)"):
         kern(A=np.ones(3, np.float32))
+
+
+def test_an_empty_bfloat16_tensor_without_memory_and_a_bfloat16_tensor_for_a_float_input():
+    A = sl.Input("A", sl.bfloat16, ("N",))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = sl.cast(sl.float32, A[x]) * 2
+    empty = BFloat16DLPack(np.zeros(0, np.uint16))
+    empty._managed.dl_tensor.data = None          # an empty tensor may own no memory
+    assert sl.compile(f)(A=empty).shape == (0,)
+    B = sl.Input("B", sl.float32, ("N",))
+    g = sl.Func("g", shape=(B.shape[0],))
+    g[x] = B[x] * 2
+    with pytest.raises(sl.ArgumentError, match=re.escape(
+            "input B: expected dtype float32, got bfloat16; convert it to float32 first")):
+        sl.compile(g)(B=BFloat16DLPack(_bf16_bits([1.0, 2.0])))
+
+
+class _Interface:
+    def __init__(self, interface):
+        self.__array_interface__ = interface
+
+
+class _BadDLPack:
+    def __dlpack__(self, *args, **kwargs):
+        return 5                                   # not a capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.parametrize("arg, how", [
+    (_Interface({"shape": (3,), "typestr": "<f4", "data": (0, False), "version": 3}),
+     "__array_interface__"),
+    (_Interface({"shape": (3,), "typestr": "<f4", "version": 3}), "__array_interface__"),
+    (_Interface(None), "__array_interface__"),
+    (_BadDLPack(), "__dlpack__")])
+def test_a_malformed_array_protocol_is_an_argument_error(arg, how):
+    B = sl.Input("B", sl.float32, ("N",))
+    x = sl.Var("x")
+    g = sl.Func("g", shape=(B.shape[0],))
+    g[x] = B[x] * 2
+    with pytest.raises(sl.ArgumentError, match=re.escape(f"argument B: cannot read it through "
+                                                         f"{how} (")):
+        sl.compile(g)(B=arg)
 
 
 def test_a_torch_bfloat16_tensor_is_accepted():

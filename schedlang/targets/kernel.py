@@ -88,7 +88,8 @@ class _DLPackBits:
         shape = tuple(t.shape[d] for d in range(t.ndim))
         size = t.bits // 8
         strides = None if not t.strides else tuple(t.strides[d] * size for d in range(t.ndim))
-        self.__array_interface__ = {"data": (t.data + t.byte_offset, False), "version": 3,
+        # an empty tensor may have no memory at all (a NULL data pointer)
+        self.__array_interface__ = {"data": ((t.data or 0) + t.byte_offset, False), "version": 3,
                                     "typestr": f"<u{size}", "shape": shape, "strides": strides}
 
     def __del__(self):
@@ -114,7 +115,12 @@ def dlpack_bfloat16_bits(x):
     if not (t.device_type == 1 and t.code == 4 and t.bits == 16 and t.lanes == 1):
         return None     # the capsule is not consumed: its own destructor frees it
     _capsule_rename(capsule, b"used_dltensor")
-    return np.asarray(_DLPackBits(managed, t))
+    return np.asarray(_DLPackBits(managed, t)).view(BFloat16Bits)
+
+
+class BFloat16Bits(np.ndarray):
+    """The uint16 bits of a bfloat16 tensor read through ``__dlpack__``: a plain uint16
+    array that remembers it was bfloat16, so a dtype error can say what the user passed."""
 
 
 def as_array(name, x):
@@ -124,7 +130,7 @@ def as_array(name, x):
     if hasattr(x, "__dlpack__"):
         try:
             return np.from_dlpack(x)
-        except (TypeError, RuntimeError, BufferError) as e:
+        except Exception as e:   # noqa: BLE001 - whatever the producer raises, say so
             # numpy has no bfloat16: read such a tensor's bits ourselves
             bits = dlpack_bfloat16_bits(x)
             if bits is not None:
@@ -132,7 +138,12 @@ def as_array(name, x):
             raise ArgumentError(f"argument {name}: cannot read it through __dlpack__ ({e}); pass a "
                                 "CPU array") from None
     if hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
-        return np.asarray(x)
+        try:
+            return np.asarray(x)
+        except Exception as e:   # noqa: BLE001 - a malformed interface from any producer
+            how = "__array_interface__" if hasattr(x, "__array_interface__") else "__array__"
+            raise ArgumentError(f"argument {name}: cannot read it through {how} ({e}); pass a "
+                                "numpy array") from None
     raise ArgumentError(f"argument {name}: expected an array (numpy, or an object with __dlpack__ "
                         f"/ __array_interface__), got {type(x).__name__}")
 
@@ -254,6 +265,9 @@ class Kernel:
         want = dt.numpy
         if dt.name == "bfloat16" and a.dtype.name == "bfloat16":
             a = a.view(np.uint16)
+        if isinstance(a, BFloat16Bits) and dt.name != "bfloat16":
+            raise ArgumentError(f"{label}: expected dtype {dt.name}, got bfloat16; convert it "
+                                f"to {want.name} first (torch: .to(torch.{want.name}))")
         if a.dtype != want:
             raise ArgumentError(f"{label}: expected dtype {dt.name}"
                                 + (" (as uint16 bits)" if dt.name == "bfloat16" else "")

@@ -249,3 +249,16 @@ def test_an_input_read_only_through_an_empty_slice_stays_a_kernel_argument():
     k = sl.compile(a @ b)
     np.testing.assert_array_equal(k(a=np.ones((3, 0), np.float32), b=np.ones((0, 4), np.float32)),
                                   np.zeros((3, 4), np.float32))
+
+
+def test_softmax_of_a_row_broadcast_to_every_row_as_torch():
+    # every row reads the same input row: the default schedule's prefetch of the next row
+    # does not apply, and must not be made
+    torch = pytest.importorskip("torch")
+    a = np.arange(3, dtype=np.float32)
+    want = torch.softmax(torch.tensor(a), -1).numpy()
+    for got in (Tensor(a)[None].softmax(-1), Tensor(a).reshape(1, 3).softmax(-1),
+                Tensor(a).expand(4, 3).softmax(-1)):
+        np.testing.assert_allclose(got.numpy(), np.broadcast_to(want, got.shape), rtol=1e-6)
+    kern = sl.compile(Tensor.input("x", (3,))[None].softmax(-1))
+    np.testing.assert_allclose(kern(x=a), want[None], rtol=1e-6)
