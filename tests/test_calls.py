@@ -799,3 +799,56 @@ def test_out_messages_name_the_output_only_when_there_are_several():
     y = Tensor.input("y", (4,))
     with pytest.raises(sl.ArgumentError, match=r"^out=: the array must be C-contiguous"):
         sl.compile(y.relu())(y=x, out=np.zeros(8, np.float32)[::2])
+
+
+def test_extents_past_the_int32_loop_range_are_refused():
+    # Vars are int32 (SPEC §1): a dimension of 2**31 elements would wrap them
+    for shape in ((2 ** 31,), (10 ** 23,)):
+        with pytest.raises(sl.AlgorithmError, match=re.escape(
+                f"Input A shape: {shape[0]} is more than 2147483647, the largest extent of one "
+                "dimension (loop variables are int32)")):
+            sl.Input("A", sl.float32, shape)
+    with pytest.raises(sl.AlgorithmError, match="RDom r extent: 8589934592 is more than"):
+        sl.RDom((0, 2 ** 33), name="r")
+    A = sl.Input("A", sl.uint8, ("N",))
+    i = sl.Var("i")
+    g = sl.Func("g", shape=(A.shape[0] * 4096,))
+    g[i] = A[i // 4096]
+    kern = sl.compile(g)
+    # arrays of those sizes without the memory: every element is the same byte
+    big = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape=(2 ** 31 + 16,),
+                                          strides=(0,))
+    with pytest.raises(sl.ArgumentError, match=re.escape(
+            "input A: dimension 0 has 2147483664 elements, more than 2147483647")):
+        kern(A=big)
+    with pytest.raises(sl.ArgumentError, match=re.escape(
+            "output g: dimension 0 would be N * 4096 = 2147487744 > 2147483647")):
+        kern(A=np.zeros(2 ** 19 + 1, np.uint8))
+
+
+@pytest.mark.parametrize("dtype, value, shown", [(sl.float16, 1e6, "1000000.0"),
+                                                 (sl.bfloat16, 1e300, "1e+300"),
+                                                 (sl.float32, 10 ** 400, "an int of 401 digits")])
+def test_a_float_param_beyond_its_type_is_an_argument_error(dtype, value, shown):
+    p = sl.Param("p", dtype)
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(2,))
+    f[i] = sl.cast(sl.float64, p)
+    kern = sl.compile(f)
+    with pytest.raises(sl.ArgumentError, match=re.escape(
+            f"Param p: {shown} is beyond the range of {dtype.name} (it would be infinite)")):
+        kern(p=value)
+    np.testing.assert_array_equal(kern(p=float("-inf")), [-np.inf, -np.inf])
+    np.testing.assert_array_equal(kern(p=1.5), [1.5, 1.5])
+
+
+def test_from_json_of_something_else_says_what_it_got():
+    A = sl.Input("A", sl.float32, (8,))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(8,))
+    f[i] = A[i]
+    for text, got in (('{"a": 1}', 'it has no "directives"'), ("[]", "an array, not an object"),
+                      ('"x"', "a string, not an object"), ("nope", "not JSON")):
+        with pytest.raises(sl.ScheduleError, match=re.escape(got) + ".*give the text that "
+                           r"Schedule\.to_json\(\) writes"):
+            sl.Schedule.from_json(text, f)

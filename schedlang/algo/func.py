@@ -38,6 +38,9 @@ def size_expr(x, what):
     if isinstance(x, int):
         if x < 0:
             raise AlgorithmError(f"{what}: a size must be >= 0, got {x}")
+        if x > T.MAX_EXTENT:
+            raise AlgorithmError(f"{what}: {x} is more than {T.MAX_EXTENT}, the largest extent "
+                                 "of one dimension (loop variables are int32)")
         return E.Const(x, T.int64)
     if isinstance(x, str):
         if not IDENT.match(x):

@@ -203,3 +203,7 @@ def literal_fits(value, dtype: DType) -> bool:
     if dtype.is_bool:
         return value in (0, 1, True, False)
     return dtype.min_value() <= value <= dtype.max_value()
+
+
+# the largest extent of one dimension or loop: loop variables are int32 (SPEC §1)
+MAX_EXTENT = 2 ** 31 - 1

@@ -303,12 +303,21 @@ class Schedule:
     @classmethod
     def from_json(cls, text, *outputs):
         """Rebuild a schedule from ``to_json`` text onto the algorithm ending in ``outputs``."""
+        expected = "give the text that Schedule.to_json() writes"
         try:
             data = json.loads(text) if isinstance(text, str) else text
-            directives = data["directives"]
-        except (ValueError, KeyError, TypeError) as e:
-            raise ScheduleError(f"Schedule.from_json: not a schedlang schedule ({e})") from None
-        if not isinstance(data, dict) or not isinstance(directives, list):
+        except ValueError as e:
+            raise ScheduleError(f"Schedule.from_json: not JSON ({e}); {expected}") from None
+        if not isinstance(data, dict):
+            kind = {list: "an array", str: "a string", int: "a number", float: "a number",
+                    bool: "a bool", type(None): "null"}.get(type(data), type(data).__name__)
+            raise ScheduleError(f"Schedule.from_json: not a schedlang schedule ({kind}, not an "
+                                f"object with \"directives\"); {expected}")
+        if "directives" not in data:
+            raise ScheduleError("Schedule.from_json: not a schedlang schedule (it has no "
+                                f"\"directives\"); {expected}")
+        directives = data["directives"]
+        if not isinstance(directives, list):
             raise ScheduleError("Schedule.from_json: not a schedlang schedule (\"directives\" "
                                 "must be a list of directives)")
         if data.get("schedlang_schedule") != 1:

@@ -12,6 +12,7 @@ import operator
 from contextlib import contextmanager
 
 from ..algo import expr as E
+from ..algo import types as T
 from ..errors import ScheduleError
 
 TAILS = ("auto", "guard", "shift", "pad")
@@ -192,6 +193,10 @@ class StageSchedule:
         if not _positive_int(factor):
             raise ScheduleError(f"{directive} on {self.name}: the factor must be a positive int, "
                                 f"got {factor!r}")
+        if factor > T.MAX_EXTENT:
+            raise ScheduleError(f"{directive} on {self.name}: the factor must be at most "
+                                f"{T.MAX_EXTENT} (loop variables are int32); a factor at least "
+                                f"the loop's extent already makes one outer iteration")
         if tail not in TAILS:
             raise ScheduleError(f"{directive} on {self.name}: tail must be one of "
                                 f"{', '.join(TAILS)}, got {tail!r}")

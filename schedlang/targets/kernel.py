@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from ..algo import expr as E
+from ..algo import types as T
 from ..algo.evaluate import Unbound, evaluate
 from ..errors import ArgumentError, CompileError, SchedlangError
 from ..lower.ir import ERROR_CODES
@@ -282,6 +283,10 @@ class Kernel:
             raise ArgumentError(f"{label}: expected {len(buf.shape)} dimensions, got "
                                 f"{a.ndim} (shape {a.shape})")
         for d, (ext, n) in enumerate(zip(buf.shape, a.shape)):
+            if n > T.MAX_EXTENT:
+                raise ArgumentError(f"{label}: dimension {d} has {n} elements, more than "
+                                    f"{T.MAX_EXTENT}, the largest extent of one dimension (loop "
+                                    "variables are int32); split the array into parts")
             if isinstance(ext, E.SizeVar):
                 if ext.name in sizes and sizes[ext.name] != n:
                     raise ArgumentError(f"{ext.name} is {sizes[ext.name]} from {where[ext.name]} "
@@ -330,7 +335,16 @@ class Kernel:
             return v
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ArgumentError(f"Param {p.name}: expected a number ({dt.name}), got {v!r}")
-        return float(v)
+        try:
+            with np.errstate(over="ignore"):
+                rounded = T.round_to_float(v, dt)
+        except OverflowError:       # an int past every float
+            rounded = float("inf")
+        if rounded in (float("inf"), -float("inf")) and v not in (float("inf"), -float("inf")):
+            shown = repr(v) if len(repr(v)) < 30 else f"an int of {len(str(abs(v)))} digits"
+            raise ArgumentError(f"Param {p.name}: {shown} is beyond the range of {dt.name} (it "
+                                "would be infinite); pass a smaller value, or inf itself")
+        return rounded
 
     def _outputs(self, out, sizes, where):
         if out is not None and len(self.outputs) == 1 and not isinstance(out, (tuple, list)):
@@ -356,9 +370,11 @@ class Kernel:
                 except Unbound as u:
                     raise ArgumentError(f"the size {u} of output {o.name} cannot be inferred from the "
                                         "inputs; pass out= with the output array") from None
-                if n_ < 0:
-                    raise ArgumentError(f"output {o.name}: dimension {d} would be {ext} = {n_} < 0 "
-                                        "for these inputs")
+                if n_ < 0 or n_ > T.MAX_EXTENT:
+                    raise ArgumentError(f"output {o.name}: dimension {d} would be {ext} = {n_} "
+                                        + ("< 0" if n_ < 0 else f"> {T.MAX_EXTENT}, the largest "
+                                           "extent of one dimension (loop variables are int32)")
+                                        + " for these inputs")
                 shape.append(n_)
             arrays.append(self._fresh_output(n, shape, o.dtype.numpy))
         return arrays

@@ -805,3 +805,19 @@ def test_nested_full_unrolls_are_limited_by_the_copies_they_make_together():
     s[f].unroll("y.i").unroll(x, 64)                # 8 x 64 copies: fine
     a = np.ones((512, 512), np.float32)
     np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 2)
+
+
+def test_a_split_factor_past_the_int32_loop_range_is_refused():
+    # the outer extent (64 + F - 1) // F would overflow int64 near 2**63: refused instead
+    A = sl.Input("A", sl.float32, (64,))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(64,))
+    f[i] = A[i] * 2
+    for factor in (2 ** 31, 2 ** 63 - 63, 2 ** 63):
+        with pytest.raises(sl.ScheduleError, match=re.escape(
+                f"split(i, {factor}) on f: the factor must be at most 2147483647 (loop "
+                "variables are int32)")):
+            sl.Schedule(f)[f].split(i, factor)
+    s = sl.Schedule(f)
+    s[f].split(i, 2 ** 31 - 1)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=np.ones(64, np.float32)), np.full(64, 2))
