@@ -64,12 +64,14 @@ def test_bench_conv_variants_and_softmax_are_checked_and_timed(tmp_path):
         r = _run("bench", "conv", "--size", size, "--threads", "1", "--compare", "numpy", *extra)
         assert r.returncode == 0, r.stderr
         assert "conv" in r.stdout and "GFLOP/s" in r.stdout
+        assert "conv rates count the direct sum's 2*N*K*C*kh*kw*Ho*Wo operations" in r.stdout
     r = _run("bench", "softmax", "--size", "6x40", "--threads", "1", "--compare", "numpy",
              "--csv", str(out))
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(out.open()))
     assert {row["system"] for row in rows} == {"schedlang", "numpy"}
     assert all(row["unit"] == "GB/s" and row["shape"] == "6x40" for row in rows)
+    assert "conv rates" not in r.stdout
 
 
 def test_bench_plot_writes_a_png(tmp_path):
