@@ -122,6 +122,12 @@ class Tensor:
     def _init(self, op, params, srcs, shape, dtype, index_fn, func=None, root=False):
         self.op, self.params, self.srcs = op, params, tuple(srcs)
         self.shape, self.dtype, self.index_fn = tuple(int(s) for s in shape), dtype, index_fn
+        for d, n in enumerate(self.shape):
+            if n > T.MAX_EXTENT:
+                what = f"Tensor.input({params[0]!r})" if op == "input" else op
+                raise sl.AlgorithmError(f"{what}: dimension {d} of the result would have {n} "
+                                        f"elements, more than {T.MAX_EXTENT}, the largest extent "
+                                        "of one dimension (loop variables are int32)")
         self.func, self.root = func, root
         self.input_node, self.array = None, None
         self._pipeline = None
@@ -221,10 +227,12 @@ class Tensor:
     def __schedlang_pipeline__(self):
         """``(output Func, default Schedule)`` for ``sl.compile(tensor)``."""
         if self._pipeline is None:
+            inputs = [n.input_node for n in topo_order(self) if n.op == "input"]
+            _check_input_names(inputs)
             out = self._output_func()
             # every Tensor.input of the graph is an argument, also one that only an empty
             # slice reads (its reads are gone from the algorithm)
-            out.extra_inputs = [n.input_node for n in topo_order(self) if n.op == "input"]
+            out.extra_inputs = inputs
             self._pipeline = (out, default_schedule(self, out))
         return self._pipeline
 
@@ -497,3 +505,15 @@ def loop_schedule(s, f):
     outer = next((d for d, n in enumerate(shape[:-1]) if n > 1), None)
     if outer is not None:
         stage.parallel(args[outer])
+
+
+def _check_input_names(inputs):
+    """Two different ``Tensor.input``s of one graph may not share a name: each name is one
+    keyword argument of the kernel."""
+    seen = {}
+    for inp in inputs:
+        other = seen.setdefault(inp.name, inp)
+        if other is not inp:
+            raise sl.AlgorithmError(f"two different Tensor.input({inp.name!r}) meet in this graph; "
+                                    "give each Tensor.input its own name (the names are the "
+                                    "kernel's keyword arguments)")

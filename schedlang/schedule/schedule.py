@@ -212,8 +212,11 @@ class Schedule:
                 unnamed = " (an unnamed sl.Func() is named f, f1, ... by the first Schedule " \
                     "that covers it)" if getattr(f, "born_unnamed", False) or \
                     getattr(g, "born_unnamed", False) else ""
+                both_inputs = not hasattr(f, "definitions") and not hasattr(g, "definitions")
+                how = ("sl.Input(\"name\", ...) (or Tensor.input(\"name\", ...))" if both_inputs
+                       else "sl.Func(\"name\")")
                 raise ScheduleError(f"two different Funcs/Inputs are both named {f.name!r}"
-                                    f"{unnamed}; give each a unique name: sl.Func(\"name\")")
+                                    f"{unnamed}; give each a unique name: {how}")
 
     def _add_func_state(self, f):
         defs = self.defs[id(f)]

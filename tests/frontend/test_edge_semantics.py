@@ -1,6 +1,8 @@
 """Edge cases of the frontend's ops against numpy / torch: 0-d tensors, axis spellings,
 half-precision statistics, other libraries' arrays as operands, and the errors for
 misuse (each message names the op and the argument)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -262,3 +264,29 @@ def test_softmax_of_a_row_broadcast_to_every_row_as_torch():
         np.testing.assert_allclose(got.numpy(), np.broadcast_to(want, got.shape), rtol=1e-6)
     kern = sl.compile(Tensor.input("x", (3,))[None].softmax(-1))
     np.testing.assert_allclose(kern(x=a), want[None], rtol=1e-6)
+
+
+def test_a_result_dimension_past_the_int32_loop_range_names_the_op():
+    v = np.arange(7, dtype=np.int32)
+    big = "elements, more than 2147483647, the largest extent of one dimension"
+    with pytest.raises(sl.AlgorithmError, match=r"expand: dimension 1 of the result would have "
+                                                r"2147483651 " + big):
+        Tensor(v).reshape(7, 1).expand(7, 2 ** 31 + 3)
+    with pytest.raises(sl.AlgorithmError, match=r"pad: dimension 0 of the result would have "
+                                                r"2147483655 " + big):
+        Tensor(v).pad(((2 ** 31, 0),))
+    with pytest.raises(sl.AlgorithmError, match=r"2147483648 is more than 2147483647"):
+        Tensor.input("x", (2 ** 31,))
+
+
+def test_two_tensor_inputs_of_one_name_are_refused_with_what_to_do():
+    with pytest.raises(sl.AlgorithmError, match=re.escape(
+            "two different Tensor.input('x') meet in this graph; give each Tensor.input its own "
+            "name")):
+        sl.compile(Tensor.input("x", (3,)) + Tensor.input("x", (3,)))
+    with pytest.raises(sl.ScheduleError, match=re.escape(
+            "both named 'y'; give each a unique name: sl.Input(\"name\", ...) (or "
+            "Tensor.input(\"name\", ...))")):
+        sl.compile((Tensor.input("y", (3,)), Tensor.input("y", (3,)) * 2))
+    x = Tensor.input("x", (3,))          # one input used twice is one argument
+    np.testing.assert_array_equal(sl.compile(x + x)(x=np.ones(3, np.float32)), [2, 2, 2])
