@@ -114,12 +114,17 @@ def _funcs_read(f):
 
 def _inputs_read_along(f, var):
     """The Inputs ``f``'s definition reads directly at an index that depends on the Var
-    named ``var`` (a row broadcast to every row is read at the same place by all)."""
+    named ``var``, in a dimension of more than one element (a row broadcast to every row,
+    or a one-row operand of a concat, is read at one place by all)."""
     found = {}
+
+    def along(inp, d, a):
+        n = inp.shape[d]
+        return var in E.expr_vars(a) and not (isinstance(n, E.Const) and n.value <= 1)
 
     def visit(n):
         if isinstance(n, E.FuncRef) and not hasattr(n.func, "definitions") and any(
-                var in E.expr_vars(a) for a in n.args):
+                along(n.func, d, a) for d, a in enumerate(n.args)):
             found.setdefault(id(n.func), n.func)
     E.walk_expr(f.definitions[0].value, visit)
     return list(found.values())

@@ -264,6 +264,13 @@ def test_softmax_of_a_row_broadcast_to_every_row_as_torch():
         np.testing.assert_allclose(got.numpy(), np.broadcast_to(want, got.shape), rtol=1e-6)
     kern = sl.compile(Tensor.input("x", (3,))[None].softmax(-1))
     np.testing.assert_allclose(kern(x=a), want[None], rtol=1e-6)
+    # a one-row operand of a concat is read at one row too
+    for shape, axis in (((1, 3), 0), ((3, 1, 3), 1), ((2, 3), 0)):
+        b = rng.random(shape, dtype=np.float32)
+        tb = torch.tensor(b)
+        want = torch.softmax(torch.cat([tb, 2 * tb], axis), -1).numpy()
+        np.testing.assert_allclose(F.concat([Tensor(b), Tensor(b) * 2], axis).softmax(-1).numpy(),
+                                   want, rtol=1e-6)
 
 
 def test_a_result_dimension_past_the_int32_loop_range_names_the_op():
