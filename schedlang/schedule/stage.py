@@ -179,6 +179,10 @@ class StageSchedule:
 
     def update(self, n=0):
         """The schedule of the n-th update stage of this Func (``s[f].update(0)`` is the first)."""
+        n = _int_like(n)
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise ScheduleError(f"update({n!r}) on {self.func.name}: the stage number must be an "
+                                f"int (update(0) is the first update), got {type(n).__name__}")
         return self.schedule._stage(self.func, n + 1, f"update({n})")
 
     # ------------------------------------------------------------------ loop structure

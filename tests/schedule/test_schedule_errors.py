@@ -821,3 +821,20 @@ def test_a_split_factor_past_the_int32_loop_range_is_refused():
     s = sl.Schedule(f)
     s[f].split(i, 2 ** 31 - 1)
     np.testing.assert_array_equal(sl.compile(f, s)(A=np.ones(64, np.float32)), np.full(64, 2))
+
+
+def test_update_takes_an_int_stage_number():
+    x = sl.Var("x")
+    A = sl.Input("A", sl.int32, (8,))
+    f = sl.Func("f", shape=(8,))
+    f[x] = A[x]
+    f[x] = f[x] * 2
+    s = sl.Schedule(f)
+    for bad in ("0", 0.0, None, [0], True):
+        with pytest.raises(sl.ScheduleError, match=re.escape(
+                f"update({bad!r}) on f: the stage number must be an int (update(0) is the "
+                "first update)")):
+            s[f].update(bad)
+    assert s[f].update(np.int64(0)) is s[f].update(0)
+    with pytest.raises(sl.ScheduleError, match=r"update\(1\) on f: f has 1 update stage"):
+        s[f].update(1)
