@@ -18,9 +18,18 @@ from .simplify import simplify
 from .symbolic import pretty
 
 
-def _site_name(site):
+def _site_name(site, ctx=None):
+    """The Func to name as the reader; an inline one is read at its consumer's index."""
     owner = getattr(site, "owner", None)
-    return (owner or site).name if site is not None else "the pipeline"
+    if site is None:
+        return "the pipeline"
+    func = owner or site
+    try:
+        inline = ctx is not None and ctx.schedule.func_schedule(func).compute[0] == "inline"
+    except KeyError:
+        inline = False
+    return f"{func.name} (inlined into its consumer, at the index the consumer reads)" if inline \
+        else func.name
 
 
 def _blame_directive(ctx, site, f, idx):
@@ -72,7 +81,7 @@ def check_access_bounds(stmt, ctx):
             idx = ", ".join(user_text(x) for x in args)
             if iv.lo is None or iv.hi is None:
                 raise AlgorithmError(
-                    f"{_site_name(site)} {what} {f.name}[{idx}]: dimension {d} is indexed by a "
+                    f"{_site_name(site, ctx)} {what} {f.name}[{idx}]: dimension {d} is indexed by a "
                     f"value with no bound, which may fall outside 0..{n}-1; clamp the index "
                     "(sl.clamp)" + (" or use a boundary condition such as sl.clamp_edge"
                                     if kind == "call" else ""))
@@ -115,7 +124,7 @@ def check_access_bounds(stmt, ctx):
                 "restrict the RDom (r.where(...)) or shrink its extent, clamp the index "
                 "(sl.clamp), or state the sizes with sl.assume")
             raise AlgorithmError(
-                f"{_site_name(site)} {what} {f.name}[{idx}]: dimension {d} ranges over "
+                f"{_site_name(site, ctx)} {what} {f.name}[{idx}]: dimension {d} ranges over "
                 f"[{pretty(user_names(lo))}, {pretty(user_names(hi))}], which may fall "
                 f"outside {f.name}'s extent 0..{pretty(simplify(n - 1))}{example}; {advice}")
     walker = AccessBoxes(visit, track_facts=True)

@@ -74,3 +74,21 @@ def test_a_bound_that_makes_a_producer_read_outside_an_input_is_blamed():
             "bound(x, 0, 4) on g: computing g over that region makes g read A[y, x] outside "
             "A's extent; bound it to a region inside what the sizes allow, or remove the bound")):
         sl.compile(f, s)
+
+
+def test_a_read_out_of_bounds_by_an_inlined_producer_says_the_index_is_its_consumers():
+    A = sl.Input("A", sl.float32, ("N",))
+    i = sl.Var("i")
+    g = sl.Func("g")
+    g[i] = A[i] * 2
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = g[i] + g[i + 3]
+    with pytest.raises(sl.AlgorithmError, match=re.escape(
+            "g (inlined into its consumer, at the index the consumer reads) reads A[i + 3]: "
+            "dimension 0 ranges over [3, N + 2]")):
+        sl.compile(f)
+    s = sl.Schedule(f)
+    s[g].compute_root()
+    with pytest.raises(sl.AlgorithmError, match=re.escape("g reads A[i]: dimension 0 ranges "
+                                                          "over [0, N + 2]")):
+        sl.compile(f, s)
