@@ -625,7 +625,7 @@ class Func(Callable):
         (pure Vars, and reduction variables of enclosing reductions)."""
         own = {id(v) for v in red.rdom.vars}
         free, seen = [], set()
-        for v in _free_all(red.body, E.Var):
+        for v in all_nodes(red.body, E.Var):
             if isinstance(v, (E.SizeVar, E.Param)) or id(v) in own or v.name in seen:
                 continue
             seen.add(v.name)
@@ -678,7 +678,7 @@ class Func(Callable):
                                              f"argument of the left-hand side {name}[...]; pure Vars "
                                              "in an update must appear as arguments")
         # pure vars keep their position in every self-reference (so they carry no dependence)
-        for ref in _free_all(value, E.FuncRef):
+        for ref in all_nodes(value, E.FuncRef):
             if ref.func is self:
                 for pos, a in enumerate(args):
                     if isinstance(a, E.Var) and any(a is p for p in pure_vars):
@@ -709,7 +709,9 @@ class Func(Callable):
         return self.definitions[n]
 
 
-def _free_all(e, cls):
+def all_nodes(e, cls):
+    """Every distinct node of class ``cls`` in ``e``, bound or not, in first-seen order
+    (left to right). Example: ``all_nodes(value, E.FuncRef)``."""
     seen, out = set(), []
 
     def go(n):

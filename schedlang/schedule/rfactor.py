@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..algo import expr as E
 from ..algo import types as T
-from ..algo.func import Definition, RDom
+from ..algo.func import Definition, RDom, all_nodes
 from ..errors import ScheduleError
 from .stage import StageSchedule, var_name
 
@@ -110,7 +110,7 @@ def update_combine(st, rv_name=None):
     v = d.value
     if isinstance(v, E.Cast) and v.dtype == f.dtype and isinstance(v.value, E.BinOp):
         v = v.value
-    if any(_has(E.to_expr(a), lambda n: isinstance(n, E.RVar)) for a in d.args):
+    if any(all_nodes(E.to_expr(a), E.RVar) for a in d.args):
         why = ("its left-hand side depends on the reduction variables (a scan or a scatter), "
                "so the order of the updates matters")
     elif not isinstance(v, E.BinOp) or v.op not in _UPDATE_COMBINE:
@@ -124,7 +124,7 @@ def update_combine(st, rv_name=None):
                    "position, combined with the rest by +, *, sl.min or sl.max")
         else:
             self_ref, e = (v.a, v.b) if is_self[0] else (v.b, v.a)
-            if _has(e, lambda n: isinstance(n, E.FuncRef) and n.func is f):
+            if any(r.func is f for r in all_nodes(e, E.FuncRef)):
                 why = f"the rest of its value reads {f.name} again"
             else:
                 if e.dtype != f.dtype:
@@ -135,12 +135,6 @@ def update_combine(st, rv_name=None):
     raise ScheduleError(f"rfactor({rv_name}) on {st.name}: rfactor applies to an update of the "
                         f"form {f.name}[...] = {f.name}[...] + e (or *, sl.min, sl.max), and "
                         f"{why}")
-
-
-def _has(e, pred):
-    found = []
-    E.walk_expr(e, lambda n: found.append(n) if pred(n) else None)
-    return bool(found)
 
 
 def _intermediate(schedule, f, name, rv_name, orig, kind, sp, rvars, bounds, pred, body, op,
