@@ -254,11 +254,11 @@ class FlatPrefetch(Stmt):
     """``Prefetch`` after storage flattening: ``buffer[index]``; a vector index fetches the
     lines its lanes fall in."""
 
-    __slots__ = ("buffer", "index")
+    __slots__ = ("buffer", "index", "elem_bytes")
     exprs = ("index",)
 
-    def __init__(self, buffer: str, index):
-        self.buffer, self.index = buffer, index
+    def __init__(self, buffer: str, index, elem_bytes: int):
+        self.buffer, self.index, self.elem_bytes = buffer, index, elem_bytes
 
 
 ERROR_CODES = {1: "an index was out of bounds (SCHEDLANG_DEBUG=bounds)",

@@ -274,9 +274,11 @@ def _prefetches(sl, exprs, names):
         if not reads:
             continue
 
+        indices = [[_unclamped(a, names) for a in r.args] for r in reads]
+
         def at(shift):
             mapping = sl.shifted_subst(names, var, shift)
-            return [[ir.substitute(a, mapping) for a in r.args] for r in reads]
+            return [[ir.substitute(a, mapping) for a in idx] for idx in indices]
 
         def comparable(indices):
             return [[_uncast(a) for a in idx] for idx in indices]
@@ -300,6 +302,28 @@ def _prefetches(sl, exprs, names):
 # stencil's rows are a few iterations apart.
 _PREFETCH_LOOKBACK = 8
 _LINE_BYTES = 64
+
+
+def _unclamped(e, names):
+    """A read's index without the clamps of a boundary condition (``min(max(y - 1, 0),
+    55)`` becomes ``y - 1``): a min or max of a stage variable's expression and a bound that
+    has none. Its prefetch then fetches the lines the unclamped reads will touch, which a
+    neighbouring read's prefetch covers (a clamp hides that the two are on one line); a
+    fetch outside the data does nothing."""
+    def strip(n):
+        if isinstance(n, E.BinOp) and n.op in ("min", "max"):
+            a_var, b_var = (_reads_variable(x, names) for x in (n.a, n.b))
+            if a_var != b_var:
+                return n.a if a_var else n.b
+        return None
+    return E.map_expr(e, strip)
+
+
+def _reads_variable(e, names):
+    found = []
+    E.walk_expr(e, lambda n: found.append(n) if isinstance(n, E.Var) and n.name in names
+                else None)
+    return bool(found)
 
 
 def _uncast(e):

@@ -16,6 +16,7 @@ from .context import LowerContext
 from .debug_bounds import debug_bounds
 from .inline import inline_functions
 from .mark_streaming_stores import mark_streaming_stores
+from .merge_prefetches import merge_prefetches
 from .partition_loops import partition_loops
 from .promote_accumulators import promote_accumulators
 from .remove_clamps import remove_clamps
@@ -43,6 +44,7 @@ PASSES = [
     ("vectorize_loops", vectorize_loops),
     ("promote_accumulators", promote_accumulators),
     ("final_simplify", lambda s, ctx: simplify_stmt(s)),
+    ("merge_prefetches", merge_prefetches),
     ("mark_streaming_stores", mark_streaming_stores),
 ]
 

@@ -75,6 +75,7 @@ def storage_flattening(stmt, ctx):
             return ir.Store(lay.name, expr_fn(s.value), lay.index([expr_fn(a) for a in s.args]))
         if isinstance(s, ir.Prefetch):
             lay = layouts[id(s.func)]
-            return ir.FlatPrefetch(lay.name, lay.index([expr_fn(a) for a in s.args]))
+            return ir.FlatPrefetch(lay.name, lay.index([expr_fn(a) for a in s.args]),
+                                   s.func.dtype.bytes)
         return None
     return ir.map_stmt(stmt, stmt_fn, expr_fn)

@@ -197,7 +197,7 @@ class Vectorizer:
             return s
         if isinstance(s, ir.FlatPrefetch):
             idx = self.expr(s.index)
-            return ir.FlatPrefetch(s.buffer, idx.value if isinstance(idx, ir.Broadcast) else idx)
+            return s.replace(index=idx.value if isinstance(idx, ir.Broadcast) else idx)
         raise CannotVectorize()
 
 

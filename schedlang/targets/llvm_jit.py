@@ -65,6 +65,12 @@ class LLVMKernelModule:
         self._engine = engine  # keeps the machine code mapped
         self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)(address)
 
+    @property
+    def entry(self):
+        """The kernel's entry point as a ctypes function ``(argv, nthreads) -> status``, for
+        callers that repeat a call ``call`` has already run (no conversion, no checks)."""
+        return self._fn
+
     def function_address(self, name: str) -> int:
         """The address of another function defined in this module (0 when there is none)."""
         return self._engine.get_function_address(name)

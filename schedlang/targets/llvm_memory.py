@@ -110,7 +110,8 @@ class MemoryCodegen:
             self.module, ir.FunctionType(ir.VoidType(), [ptr.type, I32, I32, I32]),
             "llvm.prefetch.p0")
         lanes = s.index.dtype.lanes
-        base = self._index(s.index) if lanes == 1 else self._dense_ramp_base(s.index)
+        base = (self._index(s.index) if lanes == 1
+                else self._dense_ramp_base(_without_lane_clamps(s.index)))
         if base is not None:
             offsets = range(0, max(lanes * size, 1), _LINE_BYTES)
             addrs = [self.b.gep(ptr, [base if off == 0 else self.b.add(
@@ -306,3 +307,20 @@ class MemoryCodegen:
                                 e.dtype.element())
         ramp, offset = (e.a, e.b) if self._is_dense_ramp(e.a) else (e.b, e.a)
         return self.b.add(self._dense_ramp_base(ramp), self._index(offset.value))
+
+
+def _without_lane_clamps(e):
+    """A prefetch index with its per-lane clamps to a uniform bound dropped: ``max(ramp(x -
+    1, 1, 16), x16(0))`` (a boundary condition's clamp) becomes ``ramp(x - 1, 1, 16)``, one
+    prefetch per line instead of one per lane. The unclamped lanes are the same lines or
+    their neighbours, and a prefetch outside the buffer does nothing."""
+    if isinstance(e, E.BinOp) and e.op in ("min", "max"):
+        if isinstance(e.b, L.Broadcast):
+            return _without_lane_clamps(e.a)
+        if isinstance(e.a, L.Broadcast):
+            return _without_lane_clamps(e.b)
+    if isinstance(e, E.BinOp) and e.op == "add":
+        a, b = _without_lane_clamps(e.a), _without_lane_clamps(e.b)
+        if a is not e.a or b is not e.b:
+            return E.BinOp("add", a, b, e.dtype)
+    return e

@@ -186,3 +186,60 @@ def test_reads_a_cache_line_apart_or_in_other_rows_each_keep_their_fetch():
     a = np.random.default_rng(6).standard_normal((64, 64), dtype=np.float32)
     np.testing.assert_allclose(sl.compile(out, s)(A=a),
                                a[:44, :32] + a[:44, 32:] + a[20:, :32], rtol=1e-6)
+
+
+def _conv_row_tile():
+    """A 1-D stride-2 convolution over a zero-padded image, its taps and 7 outputs of a
+    tile unrolled: every unrolled read of one image row carries a prefetch."""
+    X = sl.Input("X", sl.float32, (8, 4, 64))
+    Wt = sl.Input("Wt", sl.float32, (8, 3, 16))
+    y, x, k = sl.vars("y x k")
+    r = sl.RDom(8, 3, name="r")
+    acc = sl.Func("acc")
+    acc[y, x, k] = sl.sum(sl.constant_exterior(X, 0.0)[r.x, y, 2 * x + r.y - 1] *
+                          Wt[r.x, r.y, k])
+    out = sl.Func("out", shape=(4, 28, 16))
+    out[y, x, k] = acc[y, x, k]
+    s = sl.Schedule(out)
+    xo, xi = s[out].split(x, 7)
+    s[out].reorder(y, xo, xi, k)
+    s[acc].compute_at(out, xo)
+    s[acc].reorder("r.x", "r.y", x, k).vectorize(k, 16).unroll(x).unroll("r.y")
+    return X, Wt, out, s
+
+
+def test_the_unrolled_reads_of_one_row_share_their_fetches():
+    # 7 columns x 3 taps = 21 reads of one row, within 15 floats (60 bytes): a fetch at
+    # each end of the span (it may cross a line boundary), not 21; the boundary
+    # condition's clamps do not hide that the reads are neighbours
+    X, Wt, out, s = _conv_row_tile()
+    s["acc"].prefetch(X, "y", 1)
+    fetches = [ln.strip() for ln in str(sl.lower(out, s)).splitlines()
+               if ln.strip().startswith("prefetch")]
+    assert len(fetches) == 2, fetches
+    assert fetches[0].endswith("* 2 + 63]") and fetches[1].endswith("* 2 + 77]"), fetches
+    assert not any("max(" in f or "min(" in f for f in fetches), fetches
+    rng = np.random.default_rng(7)
+    x, wt = (rng.standard_normal((8, 4, 64), dtype=np.float32),
+             rng.standard_normal((8, 3, 16), dtype=np.float32))
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1)))
+    taps = np.stack([xp[:, :, t:t + 55:2] for t in range(3)], -1)
+    want = np.einsum("cyxt,ctk->yxk", taps, wt)
+    np.testing.assert_allclose(sl.compile(out, s)(X=x, Wt=wt), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_clamped_vector_read_fetches_each_line_once():
+    # a vector read through a boundary condition clamps each lane; its fetch drops the
+    # clamps, so the CPU backend issues one prefetch per 64 bytes, not one per lane
+    X = sl.Input("X", sl.float32, (16, 64))
+    i, j = sl.vars("i j")
+    out = sl.Func("out", shape=(16, 64))
+    out[i, j] = sl.constant_exterior(X, 0.0)[i, j - 1] * 2.0
+    s = sl.Schedule(out)
+    s[out].vectorize(j, 16).prefetch(X, i, 1)
+    kern = sl.compile(out, s)
+    body = kern.source
+    assert body.count("call void @llvm.prefetch") <= 8, body.count("call void @llvm.prefetch")
+    x = np.random.default_rng(8).standard_normal((16, 64), dtype=np.float32)
+    want = np.concatenate([np.zeros((16, 1), np.float32), x[:, :-1]], axis=1) * 2
+    np.testing.assert_allclose(kern(X=x), want, rtol=1e-6)

@@ -95,3 +95,39 @@ def test_threads_calling_one_kernel_at_once(kern):
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_the_last_calls_plan_matches_by_name_not_by_order(kern):
+    a, b = np.arange(8, dtype=np.float32), np.ones(8, np.float32)
+    kern(A=a, B=b, alpha=2.0)
+    np.testing.assert_allclose(kern(alpha=2.0, B=a, A=b), 2 * b + a)
+    np.testing.assert_allclose(kern(B=b, A=a, alpha=np.float32(3.0)), 3 * a + b)
+
+
+def test_a_call_unlike_the_last_one_is_checked_in_full(kern):
+    a, b = np.arange(8, dtype=np.float32), np.ones(8, np.float32)
+    kern(A=a, B=b, alpha=2.0)
+    kern(A=a, B=b, alpha=2.0)
+    with pytest.raises(sl.ArgumentError, match="B"):
+        kern(A=a, alpha=2.0)
+    with pytest.raises(sl.ArgumentError, match="C"):
+        kern(A=a, B=b, alpha=2.0, C=b)
+    with pytest.raises(sl.ArgumentError, match="out=: expected dtype float32"):
+        kern(A=a, B=b, alpha=2.0, out=np.empty(8, np.float64))
+    with pytest.raises(sl.ArgumentError, match="argument A: expected an array"):
+        kern(A=list(range(8)), B=b, alpha=2.0)
+    big_endian = a.astype(">f4")
+    with pytest.raises(sl.ArgumentError):
+        kern(A=big_endian, B=b, alpha=2.0)
+
+
+def test_out_overlapping_part_of_an_input_after_a_plan_exists(kern):
+    buf = np.arange(12, dtype=np.float32)
+    b = np.ones(8, np.float32)
+    out = np.empty(8, np.float32)
+    kern(A=buf[:8], B=b, alpha=2.0, out=out)
+    kern(A=buf[:8], B=b, alpha=2.0, out=out)     # planned: contiguous, same kinds
+    want = 2 * buf[:8] + 1
+    got = kern(A=buf[:8], B=b, alpha=2.0, out=buf[4:])   # shares buf[4:8] with A
+    np.testing.assert_allclose(got, want)
+    np.testing.assert_allclose(buf[4:], want)
