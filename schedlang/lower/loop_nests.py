@@ -350,6 +350,13 @@ def _same_line(a, b, elem_bytes):
 def _check_prefetches_found(sl, found):
     for g, var, _ in sl.st.prefetches:
         if not any(p.func is g for p in found):
+            schedule = sl.st.schedule
+            if g in schedule.funcs and schedule.func_schedule(g).compute == ("inline",):
+                raise ScheduleError(f"prefetch({g.name}, {var}) on {sl.st.name}: {g.name} is "
+                                    f"computed inline (the default for a pure Func), so it has "
+                                    f"no storage to fetch from; store it first "
+                                    f"(s[{g.name}].compute_root() or compute_at), or prefetch "
+                                    f"what {g.name} reads")
             raise ScheduleError(f"prefetch({g.name}, {var}) on {sl.st.name}: {sl.st.name} does "
                                 f"not read {g.name} where it is computed (it may read it "
                                 f"through a Func that is stored, or a cache_read copy); put "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import difflib
+import math
 import os
 import sys
 import time
@@ -168,6 +169,21 @@ class Kernel:
         self._plans = {}
         self._last_plan = None
         self._param_set = frozenset(p.name for p in self.params)
+
+    @property
+    def num_threads(self):
+        """How many threads the kernel's ``parallel`` loops use (default: the CPU's cores;
+        1 runs them serially). Example: ``kern.num_threads = 2``."""
+        return self._num_threads
+
+    @num_threads.setter
+    def num_threads(self, n):
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+            raise ArgumentError(f"num_threads must be an int (1 runs the parallel loops "
+                                f"serially), got {n!r}")
+        if not 1 <= n <= 1024:
+            raise ArgumentError(f"num_threads must be between 1 and 1024, got {n}")
+        self._num_threads = int(n)
 
     @property
     def source(self):
@@ -387,7 +403,11 @@ class Kernel:
         shape = tuple(shape)
         spare = self._spares.get(n)
         # the only references left: the dict, this local name and getrefcount's argument
-        if spare is not None and spare.shape == shape and sys.getrefcount(spare) <= 3:
+        # and still as the kernel made it (a caller may have made it read-only, or set its
+        # dtype, strides or shape in place, before letting it go)
+        if (spare is not None and sys.getrefcount(spare) <= 3 and spare.shape == shape
+                and spare.dtype == dtype and spare.base is None and spare.flags.writeable
+                and spare.flags.c_contiguous):
             return spare
         arr = np.empty(shape, dtype=dtype)
         if arr.nbytes >= REUSE_BYTES:
@@ -459,7 +479,7 @@ class Kernel:
                     return None
                 key.append((k, v.shape, v.strides, v.dtype, k != "out" or v.flags.writeable))
             elif t in _SCALAR_TYPES:
-                key.append((k, t, v))
+                key.append((k, t, v, _sign(v)))
             else:
                 return None
         return tuple(key)
@@ -521,6 +541,13 @@ def _llvm_jit():
 _LLVM_JIT = None
 _MISSING = object()
 
+
+def _sign(v):
+    """The sign of a float Param's value, which ``==`` ignores (0.0 == -0.0, and 1 / x
+    tells them apart); None for the other types."""
+    return math.copysign(1.0, v) if type(v) in _FLOAT_TYPES else None
+
+_FLOAT_TYPES = frozenset([float, np.float16, np.float32, np.float64])
 _SCALAR_TYPES = frozenset([int, float, bool, np.float16, np.float32, np.float64, np.int8,
                            np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
                            np.uint64, np.bool_])
@@ -569,8 +596,8 @@ class _CallPlan:
             return False
         for entry in self.key:
             v = kwargs.get(entry[0], _MISSING)
-            if len(entry) == 3:
-                if type(v) is not entry[1] or v != entry[2]:
+            if len(entry) == 4:
+                if type(v) is not entry[1] or v != entry[2] or _sign(v) != entry[3]:
                     return False
             elif (type(v) is not np.ndarray or v.shape != entry[1] or v.strides != entry[2]
                   or (v.dtype is not entry[3] and v.dtype != entry[3])
@@ -597,7 +624,7 @@ class _CallPlan:
             outs = [kern._fresh_output(n, shape, dtype) for n, shape, dtype in self.out_shapes]
         for slot, n in self.outputs:
             argv[slot] = data_address(outs[n])
-        rc = self.entry(argv, int(kern.num_threads))
+        rc = self.entry(argv, kern._num_threads)
         if rc:
             kern._raise_status(rc)
         return outs

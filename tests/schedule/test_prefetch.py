@@ -243,3 +243,20 @@ def test_a_clamped_vector_read_fetches_each_line_once():
     x = np.random.default_rng(8).standard_normal((16, 64), dtype=np.float32)
     want = np.concatenate([np.zeros((16, 1), np.float32), x[:, :-1]], axis=1) * 2
     np.testing.assert_allclose(kern(X=x), want, rtol=1e-6)
+
+
+def test_prefetching_an_inlined_func_says_it_has_no_storage():
+    X = sl.Input("X", sl.float32, ("N",))
+    i = sl.Var("i")
+    b = sl.Func("b")
+    b[i] = X[i] * 2.0
+    o = sl.Func("o", shape=(X.shape[0],))
+    o[i] = b[i] + 1.0
+    s = sl.Schedule(o)
+    s[o].prefetch(b, i, 4)
+    with pytest.raises(sl.ScheduleError, match=r"prefetch\(b, i\) on o: b is computed inline .*"
+                       r"\(s\[b\]\.compute_root\(\)"):
+        sl.compile(o, s)
+    s[b].compute_root()
+    x = np.arange(20, dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(o, s)(X=x), 2 * x + 1)

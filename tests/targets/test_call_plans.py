@@ -2,6 +2,7 @@
 that differs in what was checked (shapes, strides, dtypes, Param values, a read-only or
 overlapping out=) goes through the full checks again."""
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -131,3 +132,55 @@ def test_out_overlapping_part_of_an_input_after_a_plan_exists(kern):
     got = kern(A=buf[:8], B=b, alpha=2.0, out=buf[4:])   # shares buf[4:8] with A
     np.testing.assert_allclose(got, want)
     np.testing.assert_allclose(buf[4:], want)
+
+
+def test_a_param_of_minus_zero_is_not_taken_for_plus_zero():
+    A = sl.Input("A", sl.float32, ("N",))
+    alpha = sl.Param("alpha", sl.float32)
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = A[i] / alpha
+    k = sl.compile(f)
+    a = np.ones(4, np.float32)
+    for _ in range(2):
+        assert np.all(k(A=a, alpha=0.0) == np.inf)
+    assert np.all(k(A=a, alpha=-0.0) == -np.inf)
+    assert np.all(k(A=a, alpha=np.float32(-0.0)) == -np.inf)
+    assert np.all(k(A=a, alpha=0.0) == np.inf)
+
+
+@pytest.mark.parametrize("change", ["read_only", "dtype", "strides", "shape"])
+def test_a_returned_array_changed_in_place_is_not_reused(change):
+    n = 1 << 19                                   # large: the kernel would reuse it
+    x = sl.Input("x", sl.float32, (n,))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(n,))
+    f[i] = x[i] + 1
+    k = sl.compile(f)
+    y = k(x=np.zeros(n, np.float32))
+    if change == "read_only":
+        y.flags.writeable = False
+    elif change == "dtype":
+        y.dtype = np.int32
+    elif change == "strides":
+        with warnings.catch_warnings():     # deprecated in numpy 2.4, still possible
+            warnings.simplefilter("ignore", DeprecationWarning)
+            y.strides = (0,)
+    else:
+        y.shape = (n // 2, 2)
+    del y
+    z = k(x=np.ones(n, np.float32))
+    assert z.dtype == np.float32 and z.shape == (n,) and z.flags.writeable
+    assert z.flags.c_contiguous and float(z[0]) == 2 and float(z[-1]) == 2
+
+
+@pytest.mark.parametrize("bad", [None, "2", 2.5, 0, -1, True, float("nan"), 10 ** 9])
+def test_num_threads_takes_a_positive_int_only(kern, bad):
+    before = kern.num_threads
+    with pytest.raises(sl.ArgumentError, match="num_threads must be"):
+        kern.num_threads = bad
+    assert kern.num_threads == before
+    kern.num_threads = np.int64(1)
+    a = np.ones(8, np.float32)
+    np.testing.assert_allclose(kern(A=a, B=a, alpha=2.0), 3 * a)
+    kern.num_threads = before
