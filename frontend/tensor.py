@@ -402,15 +402,17 @@ def default_schedule(t: Tensor, out):
     Funcs marked root) runs its outermost loop in parallel and its innermost pure loop
     vectorized by 16, or 8 for short rows (tail handled by split's ``"auto"``); elementwise chains stay inline."""
     s = sl.Schedule(out)
+    # a Func the output no longer reads (an empty slice of it reads nothing) is not part
+    # of the pipeline
+    present = {id(f) for f in s.funcs}
     stored = {id(out): out}
     for n in topo_order(t):
-        if n.func is None:
+        if n.func is None or id(n.func) not in present:
             continue
         if n.root and n.func is not out:
             s[n.func].compute_root()
         if n.root or n.func.definitions[0].reductions:
             stored[id(n.func)] = n.func
-    present = {id(f) for f in s.funcs}
     fast = {id(n.func): n.op for n in topo_order(t) if n.op in FAST_SCHEDULES
             and n.func is not None}
     done = set()               # Funcs a fast schedule has already taken care of

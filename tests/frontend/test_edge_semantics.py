@@ -297,3 +297,19 @@ def test_two_tensor_inputs_of_one_name_are_refused_with_what_to_do():
         sl.compile((Tensor.input("y", (3,)), Tensor.input("y", (3,)) * 2))
     x = Tensor.input("x", (3,))          # one input used twice is one argument
     np.testing.assert_array_equal(sl.compile(x + x)(x=np.ones(3, np.float32)), [2, 2, 2])
+
+
+def test_an_empty_slice_of_a_stored_tensor_padded_or_concatenated():
+    # the long chain and softmax's exponentials are stored Funcs of their own; an empty
+    # slice reads none of them, and the pipeline leaves them out
+    a = np.ones(3, np.float32)
+    x = Tensor(a)
+    big = x
+    for _ in range(8):
+        big = big * 1.1 + big
+    np.testing.assert_array_equal(F.pad(big[3:], ((1, 1),)).numpy(), np.zeros(2, np.float32))
+    np.testing.assert_array_equal(F.concat([big[3:], x], 0).numpy(), a)
+    np.testing.assert_array_equal(F.pad(x.softmax(-1)[3:], ((1, 0),)).numpy(), [0.0])
+    xin = Tensor.input("xin", (3,))
+    kern = sl.compile(F.concat([xin.softmax(-1)[3:], xin], 0))
+    np.testing.assert_array_equal(kern(xin=a), a)
