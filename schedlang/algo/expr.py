@@ -420,8 +420,8 @@ _PY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
 def binary(op, a, b) -> Expr:
     """Build ``a <op> b`` with promotion; ``floordiv``/``mod`` are Python's (numpy's for floats)."""
     a, b = unify(op, a, b)
-    if op in ("floordiv", "mod") and a.dtype.is_bool:
-        a, b = cast(T.int32, a), cast(T.int32, b)
+    if op in ("floordiv", "mod") and a.dtype.is_bool:     # numpy: bool // bool is int8
+        a, b = cast(T.int8, a), cast(T.int8, b)
     if op in ("add", "sub", "mul") and a.dtype.is_bool:
         a, b = cast(T.int32, a), cast(T.int32, b)
     if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak and op in _PY:

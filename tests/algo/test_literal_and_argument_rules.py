@@ -75,6 +75,20 @@ def test_int_power_promotes_like_numpy():
     assert (I[x] ** 2.5).dtype == sl.float32
 
 
+def test_bool_floor_division_and_modulo_are_int8_like_numpy():
+    C = sl.Input("C", sl.bool, ("N",))
+    D = sl.Input("D", sl.bool, ("N",))
+    assert (C[x] // D[x]).dtype == sl.int8
+    assert (C[x] % D[x]).dtype == sl.int8
+    c = np.array([True, False, True, False])
+    d = np.array([True, True, True, True])
+    f = sl.Func("f", shape=("N",))
+    f[x] = C[x] // D[x] + C[x] % D[x]
+    got = sl.compile(f, sl.Schedule(f))(C=c, D=d)
+    assert got.dtype == np.int8
+    np.testing.assert_array_equal(got, c // d + c % d)
+
+
 def test_int8_power_wraps_like_numpy():
     a = np.arange(-4, 4, dtype=np.int8)
     got = compile_1d(sl.int8, lambda v: v ** 100)(A=a)

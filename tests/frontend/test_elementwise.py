@@ -225,6 +225,9 @@ def test_bool_arithmetic_follows_numpy():
     check(Tensor(b) + Tensor(b), b + b)                  # logical or, bool
     check(Tensor(b) * Tensor(~b), b * ~b)                # logical and, bool
     check(Tensor(b) + True, b + True)
+    one = np.ones(3, bool)
+    check(Tensor(b) // Tensor(one), b // one)             # int8, as numpy
+    check(Tensor(b) % Tensor(one), b % one)
     for bad in (lambda: -Tensor(b), lambda: Tensor(b) - Tensor(b), lambda: F.sub(b, True)):
         with pytest.raises(sl.AlgorithmError, match=r"(neg|sub): bool operands cannot be"):
             bad()
