@@ -306,7 +306,8 @@ def schedule_from_row(row, key, outputs, where="the tuning database"):
         names = json.loads(row["names"])
         text = rename_schedule_json(row["schedule"], names, key.names)
         return Schedule.from_json(text, *outputs)
-    except (ValueError, TypeError, KeyError, AttributeError, SchedlangError) as e:
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError,
+            SchedlangError) as e:
         warnings.warn(f"schedlang: ignoring the tuned schedule stored in {where} for "
                       f"{', '.join(o.name for o in outputs)} ({key.describe()}): it cannot be "
                       f"replayed ({e}); it will be re-tuned or the default schedule used",

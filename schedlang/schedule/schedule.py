@@ -21,6 +21,7 @@ from ..algo.func import (ASSUMPTIONS, IDENT, Definition, Func, Input, check_fact
 from ..algo.printer import expr_to_python
 from ..deep_recursion import deep_recursion
 from ..errors import ScheduleError
+from .fact_text import parse_fact
 from .names import pipeline_names, rename_directives
 from .stage import StageSchedule, var_name
 
@@ -311,6 +312,9 @@ class Schedule:
             data = json.loads(text) if isinstance(text, str) else text
         except ValueError as e:
             raise ScheduleError(f"Schedule.from_json: not JSON ({e}); {expected}") from None
+        except RecursionError:
+            raise ScheduleError("Schedule.from_json: the JSON nests too deeply to be a "
+                                f"schedule; {expected}") from None
         if not isinstance(data, dict):
             kind = {list: "an array", str: "a string", int: "a number", float: "a number",
                     bool: "a bool", type(None): "null"}.get(type(data), type(data).__name__)
@@ -784,16 +788,15 @@ def _redirect(d, src, dst):
 
 
 def _parse_fact(text, s):
-    from .. import algo
-    env = {"sl": algo}
+    """The fact printed as ``text`` (an ``assume`` directive read back), over the sizes and
+    Params of the pipeline ``s`` covers; parsed as data, never run (``fact_text``)."""
+    names = {}
     for g in s.funcs + s.inputs:
         for d in ([] if isinstance(g, Input) else s.definitions(g)):
             for e in list(d.args) + [d.value]:
-                E.walk_expr(e, lambda n: env.setdefault(n.name, n)
+                E.walk_expr(e, lambda n: names.setdefault(n.name, n)
                             if isinstance(n, (E.SizeVar, E.Param)) else None)
         for x in getattr(g, "shape", None) or ():
-            E.walk_expr(x, lambda n: env.setdefault(n.name, n) if isinstance(n, E.SizeVar) else None)
-    try:
-        return eval(text, {"__builtins__": {}}, env)  # noqa: S307 - our own printed trace
-    except Exception as e:  # noqa: BLE001
-        raise ScheduleError(f"assume({text!r}): cannot rebuild the fact ({e})") from None
+            E.walk_expr(x, lambda n: names.setdefault(n.name, n)
+                        if isinstance(n, E.SizeVar) else None)
+    return parse_fact(text, names)

@@ -602,3 +602,59 @@ def test_sl_assume_refuses_facts_it_could_never_check(fact, match):
     f[x] = A[x]
     with pytest.raises(sl.ScheduleError, match=match.replace("sl.assume", "assume")):
         sl.Schedule(f).assume(fact(A, x))
+
+
+def _assume_doc(fact, output="h"):
+    return json.dumps({"schedlang_schedule": 1, "outputs": [output], "directives": [
+        {"func": "", "stage": 0, "op": "assume", "args": [fact], "kwargs": {}}]})
+
+
+def _fact_pipeline():
+    A = sl.Input("A", sl.float32, ("N",))
+    p = sl.Param("p", sl.int32)
+    x = sl.Var("x")
+    h = sl.Func("h", shape=(A.shape[0],))
+    h[x] = A[x] * sl.cast(sl.float32, p)
+    return A, p, h
+
+
+def test_every_printed_fact_form_replays_from_json_and_python():
+    A, p, h = _fact_pipeline()
+    s = sl.Schedule(h)
+    for fact in [A.shape[0] % 16 == 0, (p > 0) & (p < 10), sl.min(p, 3) >= 1,
+                 sl.max(A.shape[0] * 2 - 3, 1) > 0, ~(p == 3), sl.cast(sl.int64, p) < 2**40,
+                 p // 2 != 1, sl.abs(p) < 4, sl.select(p > 1, p, 2) > 0, (p << 2) > 1,
+                 -p < 0, sl.clamp(p, 0, 9) <= 9]:
+        s.assume(fact)
+    back = sl.Schedule.from_json(s.to_json(), h)
+    assert str(back) == str(s)
+    ns = {"sl": sl, "s": sl.Schedule(h), "A": A, "p": p, "h": h}
+    exec(str(s), ns)
+    assert str(ns["s"]) == str(s)
+
+
+@pytest.mark.parametrize("fact, says", [
+    # a schedule read from JSON (or the tuning database) is data: its facts never run
+    ("(().__class__.__base__.__subclasses__(), N > 0)[1]", "is not allowed"),
+    ("__import__('os').system('true') > 0", "is not allowed"),
+    ("N.__class__", "is not allowed"),
+    ("open('/tmp/x', 'w')", "is not allowed"),
+    ("lambda: 1", "is not allowed"),
+    ("Z > 1", "'Z' is not a size or Param of this pipeline"),
+    ("N > ", "SyntaxError"),
+    ("(" * 2000 + "N" + ")" * 2000, "cannot rebuild the fact"),
+    ("-" * 3000 + "N > 0", "cannot rebuild the fact"),
+    ("N" + " + 1" * 20000 + " > 0", "a fact must be the text of an expression"),
+])
+def test_a_fact_read_from_json_is_parsed_as_data_never_run(fact, says):
+    A, p, h = _fact_pipeline()
+    with pytest.raises(sl.ScheduleError, match=r"assume\(") as e:
+        sl.Schedule.from_json(_assume_doc(fact), h)
+    assert says in str(e.value)
+    assert len(str(e.value)) < 400                      # a long fact is cut in the message
+
+
+def test_from_json_of_deeply_nested_json_is_a_schedule_error():
+    A, p, h = _fact_pipeline()
+    with pytest.raises(sl.ScheduleError, match="nests too deeply"):
+        sl.Schedule.from_json("[" * 100000 + "]" * 100000, h)
