@@ -24,13 +24,21 @@ class BoundaryView:
         self.value = None
         if mode == "constant":
             v = E.to_expr(value)
-            self.value = E._literal_as(v, source.dtype, "constant_exterior", source.name) \
-                if E.is_weak(v) else E.cast(source.dtype, v) if T.can_represent(
+            if E.is_weak(v):
+                # checked as a literal next to the source (an int that does not fit is an
+                # error), then kept weak: the read and the value meet as in sl.select, so a
+                # float literal around an int32 image gives float32, as A[x] + 0.5 does
+                E._literal_as(v, source.dtype, "constant_exterior", source.name)
+                self.value = v
+            else:
+                self.value = E.cast(source.dtype, v) if T.can_represent(
                     source.dtype, v.dtype) else _lossy(source, v)
 
     @property
     def dtype(self):
-        return self.source.dtype
+        if self.mode != "constant":
+            return self.source.dtype
+        return E.select(E.Const(True, T.bool_), E.Var("_", self.source.dtype), self.value).dtype
 
     def __getitem__(self, args):
         if not isinstance(args, tuple):

@@ -408,8 +408,27 @@ def unify(op, a, b):
         return a, b
     if ta.is_bool and tb.is_bool:
         return a, b
-    t = T.promote_types(ta, tb) if not (ta.is_bool or tb.is_bool) else (tb if ta.is_bool else ta)
+    if ta.is_bool or tb.is_bool:
+        t = tb if ta.is_bool else ta
+    else:
+        try:
+            t = T.promote_types(ta, tb)
+        except AlgorithmError:
+            # suggest converting the integer operand to the float one's type (a mean:
+            # sum / K), or the unsigned one to the signed type
+            b_first = ta.is_float or (not tb.is_float and tb.is_unsigned)
+            to, other = (ta, b) if b_first else (tb, a)
+            raise AlgorithmError(
+                f"'{SYMBOL.get(op, op)}' of {_shown(a)} ({ta}) and {_shown(b)} ({tb}): no type "
+                f"holds both without loss; sl.cast one operand to the type you mean, e.g. "
+                f"sl.cast({to}, {_shown(other)})") from None
     return cast(t, a), cast(t, b)
+
+
+def _shown(e):
+    """``e`` as an error message shows it: its algorithm text, cut to 60 characters."""
+    text = str(e)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 _PY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,

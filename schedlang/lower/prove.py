@@ -261,8 +261,10 @@ def _var(e):
         return _leaf(("var", e.name, "bool"), lambda: z3.Bool(e.name), None, e.name)
     leaf_id = ("var", e.name, "int", dt.name, isinstance(e, E.SizeVar))
     if isinstance(e, E.SizeVar):
+        # a kernel refuses any size above MAX_EXTENT when it is called, so loop variables
+        # (int32) hold every index below a size: int32(x) is x
         def rng(z):
-            return z3.And(z >= 0, z <= dt.max_value())
+            return z3.And(z >= 0, z <= T.MAX_EXTENT)
     else:
         def rng(z):
             return _range(z, dt)

@@ -144,6 +144,25 @@ def test_constant_exterior_keeps_input_dtype():
     np.testing.assert_array_equal(out, p[:-2] + p[2:])
 
 
+@pytest.mark.parametrize("dtype, value, expect", [
+    (sl.int32, 0.5, np.float32),     # a float literal next to an int: float32, as A[x] + 0.5
+    (sl.uint8, 2.0, np.float32),
+    (sl.uint8, 7, np.uint8),         # an int literal takes the image's type
+    (sl.float16, 0.5, np.float16),
+    (sl.bool, True, np.bool_),
+])
+def test_constant_exterior_value_types_follow_the_literal_rules(dtype, value, expect):
+    A = nonempty_input("A", dtype, 1)
+    B = sl.constant_exterior(A, value)
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0] + 2,))
+    f[i] = B[i - 1]
+    a = np.array([1, 0, 1], dtype=dtype.name if dtype != sl.bool else bool)
+    out = sl.compile(f)(A=a)
+    assert out.dtype == expect and B.dtype.name == np.dtype(expect).name
+    np.testing.assert_array_equal(out, np.array([value, *a, value]).astype(expect))
+
+
 def test_boundary_of_intermediate_func():
     A = nonempty_input("A", sl.float32, 1)
     i = sl.Var("i")

@@ -302,3 +302,19 @@ def test_a_misspelled_argument_is_named_with_the_one_it_may_mean():
     with pytest.raises(sl.ArgumentError, match=re.escape(
             "unexpected argument(s): B, alphaa (did you mean alpha?); the kernel takes A, alpha")):
         kern(A=np.ones(3, np.float32), alpha=2.0, alphaa=1.0, B=1)
+
+
+@pytest.mark.parametrize("build, says", [
+    (lambda A, U, I, i, k: sl.sum(A[i, k]) / A.shape[1],
+     r"'/' of sum\(A\[i, k\] over k\) \(sl.float32\) and K \(sl.int64\): no type holds both "
+     r"without loss; .*sl.cast\(sl.float32, K\)"),
+    (lambda A, U, I, i, k: U[i] + I[i], r"'\+' of U\[i\] .* sl.cast\(sl.int64, U\[i\]\)"),
+])
+def test_a_lossy_mix_names_the_operator_and_operands_and_the_cast_to_write(build, says):
+    A = sl.Input("A", sl.float32, ("M", "K"))
+    U = sl.Input("U", sl.uint64, ("M",))
+    I = sl.Input("I", sl.int64, ("M",))
+    i = sl.Var("i")
+    k = sl.RDom(A.shape[1], name="k")
+    with pytest.raises(sl.AlgorithmError, match=says):
+        build(A, U, I, i, k)

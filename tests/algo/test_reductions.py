@@ -348,6 +348,20 @@ def test_where_triangular_prefix_sum():
     np.testing.assert_allclose(sl.compile(f)(A=a), np.cumsum(a), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("pred", [lambda r, i: r <= i, lambda r, i: i >= r,
+                                  lambda r, i: r < i + 1, lambda r, i: i - r >= 0])
+def test_a_where_predicate_keeps_reads_in_bounds_however_it_is_written(pred):
+    # A[i - r] with r <= i never reads below 0: each way of writing the predicate is
+    # used by the bounds check, with symbolic sizes too
+    A = sl.Input("A", sl.float64, ("N",))
+    i = sl.Var("i")
+    r = sl.RDom(A.shape[0], name="r")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = sl.sum(A[i - r.where(pred(r, i))])
+    a = rng_for(17).standard_normal(9)
+    np.testing.assert_allclose(sl.compile(f)(A=a), np.cumsum(a), rtol=1e-12)
+
+
 def test_where_empty_domain_gives_identity():
     A = sl.Input("A", sl.int32, ("N",))
     i = sl.Var("i")
