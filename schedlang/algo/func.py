@@ -339,6 +339,17 @@ def _reduction(op, e, over):
     return E.Reduce(op, body, rd, body.dtype)
 
 
+def within_arg_range(index, rdom):
+    """``index``, the int32 result of an argmax / argmin over the 1-D ``rdom``, clamped to
+    the values it can take: the RDom's (its min when the RDom is empty). The clamp changes
+    nothing; it states the range, so that bounds inference proves a read such as
+    ``A[i, sl.argmax(A[i, k])]`` in bounds. Example: ``within_arg_range(ref, k)``."""
+    lo, extent = rdom.bounds[0]
+    lo = E.cast(T.int64, lo)
+    last = lo + E.binary("max", E.cast(T.int64, extent) - 1, 0)
+    return E.binary("max", E.binary("min", index, E.cast(T.int32, last)), E.cast(T.int32, lo))
+
+
 def _product_domain(rdoms):
     """One RDom over the product of several, keeping their variables (first outermost)."""
     rd = RDom.__new__(RDom)
@@ -639,6 +650,8 @@ class Func(Callable):
         body = E.substitute(red.body, {v.name: hv for v, hv in zip(free, hvars)})
         h[tuple(hvars)] = E.Reduce(red.op, body, red.rdom, red.dtype)
         self.helpers.append(h)
+        if red.op in ("argmax", "argmin"):
+            return within_arg_range(E.FuncRef(h, free), red.rdom)
         return E.FuncRef(h, free)
 
     # -- update definitions

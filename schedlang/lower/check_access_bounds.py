@@ -110,8 +110,10 @@ def check_access_bounds(stmt, ctx):
                     exact, list(walker.facts) + list(ctx.facts) + nonempty, timeout_ms=2000)):
                 for v in sizes.values():
                     ctx.call_checks.append((E.binary("ge", v, 1),
-                                            f"{_site_name(site)} reads {f.name} at clamped or "
-                                            f"wrapped indices, which needs {v.name} >= 1"))
+                                            f"{_site_name(site)} reads {f.name} at an index "
+                                            f"that is in bounds only when {v.name} >= 1 (the index "
+                                            "is clamped, wrapped or an arg-reduction's); pass "
+                                            f"a non-empty array"))
                 continue
             _blame_directive(ctx, site, f, idx)
             cex = counterexample(cond, ctx.facts)

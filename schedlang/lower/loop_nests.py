@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..algo import expr as E
 from ..algo import types as T
-from ..algo.func import reduce_identity
+from ..algo.func import reduce_identity, within_arg_range
 from ..errors import ScheduleError
 from . import ir
 from .context import AccFunc
@@ -414,7 +414,7 @@ def _reduction_nest(ctx, sl, func, definition, reds):
             updates.append(ir.LetStmt(cname, cmp, ir.make_block([
                 ir.Provide(idx, pargs, E.Select(better, rv, E.FuncRef(idx, pargs))),
                 ir.Provide(acc, pargs, E.Select(better, body, cur))])))
-            finals[id(red)] = E.FuncRef(idx, pargs)
+            finals[id(red)] = simplify(within_arg_range(E.FuncRef(idx, pargs), red.rdom))
         else:
             op = {"sum": "add", "product": "mul", "maximum": "max", "minimum": "min"}[red.op]
             updates.append(ir.Provide(acc, pargs, E.BinOp(op, cur, body)))
