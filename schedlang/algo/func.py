@@ -645,6 +645,7 @@ class Func(Callable):
         suffix = f"_{red.op}{len(self.helpers)}"
         h = Func(self.name + suffix)
         h.born_unnamed = True   # no user variable holds it: str(schedule) names it by string
+        h.helper_of = (self, red.op)    # errors about it name the user's Func
         if self.auto_named:     # named after this Func once it has its settled name
             h.auto_named, h.name_hint = True, (self, suffix)
         body = E.substitute(red.body, {v.name: hv for v, hv in zip(free, hvars)})

@@ -15,6 +15,18 @@ from .simplify import simplify
 
 
 
+def _first_store(s):
+    """The Func of the first Provide in statement ``s``, or None."""
+    if isinstance(s, ir.Provide):
+        return s.func
+    parts = s.stmts if isinstance(s, ir.Block) else [getattr(s, f) for f in s.children]
+    for c in parts:
+        found = None if c is None else _first_store(c)
+        if found is not None:
+            return found
+    return None
+
+
 class AccessBoxes:
     """Walks a statement, keeping the ranges of the loops and lets it passes through, and
     calls ``visit(kind, func, args, scope, site)`` for every read ("call") and write
@@ -59,7 +71,8 @@ class AccessBoxes:
             self._drop(n)
             sc.pop(s.var)
         elif isinstance(s, ir.LetStmt):
-            self.expr(s.value, site)
+            # a let ahead of the stores that use it (an argmax's comparison) reads for them
+            self.expr(s.value, site or _first_store(s.body))
             iv = bounds_of(s.value, sc) if (s.value.dtype.is_int or s.value.dtype.is_bool) \
                 else Interval(None, None)
             sc.push(s.var, iv)

@@ -28,8 +28,13 @@ def _site_name(site, ctx=None):
         inline = ctx is not None and ctx.schedule.func_schedule(func).compute[0] == "inline"
     except KeyError:
         inline = False
-    return f"{func.name} (inlined into its consumer, at the index the consumer reads)" if inline \
-        else func.name
+    if inline:
+        return f"{func.name} (inlined into its consumer, at the index the consumer reads)"
+    helper_of = getattr(func, "helper_of", None)
+    if helper_of is not None:     # a helper Func made of an inline reduction: the user's own
+        parent, op = helper_of
+        return f"{_site_name(parent, ctx)} (in its sl.{op}(...))"
+    return func.name
 
 
 def _blame_directive(ctx, site, f, idx):
@@ -80,11 +85,15 @@ def check_access_bounds(stmt, ctx):
             what = "reads" if kind == "call" else "writes"
             idx = ", ".join(user_text(x) for x in args)
             if iv.lo is None or iv.hi is None:
+                # an update's read of its own Func (hist[img[r]] += 1) is where it writes:
+                # a boundary condition of the Func being written is no fix
+                own = (getattr(site, "owner", None) or site) is f
                 raise AlgorithmError(
-                    f"{_site_name(site, ctx)} {what} {f.name}[{idx}]: dimension {d} is indexed by a "
-                    f"value with no bound, which may fall outside 0..{n}-1; clamp the index "
-                    "(sl.clamp)" + (" or use a boundary condition such as sl.clamp_edge"
-                                    if kind == "call" else ""))
+                    f"{_site_name(site, ctx)} {'updates' if own else what} {f.name}[{idx}]: "
+                    f"dimension {d} is indexed by a value with no bound, which may fall outside "
+                    f"0..{n}-1; clamp the index (sl.clamp)" + (
+                        " or use a boundary condition such as sl.clamp_edge"
+                        if kind == "call" and not own else ""))
             lo, hi = simplify(iv.lo), simplify(iv.hi)
             key = (id(f), d, E.structural_key(lo), E.structural_key(hi))
             if key in checked:
