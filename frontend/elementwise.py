@@ -147,6 +147,12 @@ def _bools_next_to_an_int_literal(op, operands):
     bool operands become int64 when the only other operands are Python ints."""
     if op not in _INT_ARITHMETIC:
         return operands
+    return _bools_as_int64_beside_an_int(operands)
+
+
+def _bools_as_int64_beside_an_int(operands):
+    """``operands`` with bool ones cast to int64 when every typed operand is a bool and a
+    Python int is among them (numpy's and torch's rule)."""
     typed = [_strong_dtype(x) for x in operands]
     if not (any(d is not None and d.is_bool for d in typed)
             and all(d is None or d.is_bool for d in typed)
@@ -542,6 +548,9 @@ def _sigmoid(x):
 
 def relu(x):
     """``max(x, 0)``, keeping the dtype (NaN stays NaN, as torch): ``F.relu(x)``."""
+    if _is_bool(x):
+        raise sl.AlgorithmError("relu: bool input is not supported (torch refuses it too); "
+                                "cast it to a number type first: F.relu(x.cast(sl.int32))")
     return elementwise("relu", lambda p: sl.select(p < 0, 0, p), x)
 
 
@@ -584,4 +593,7 @@ def where(cond, a, b):
             raise sl.AlgorithmError(f"where: the condition must be a bool Tensor (a comparison), "
                                     f"got dtype {c.dtype}")
         return sl.select(c, p, q)
+    # F.where(c, bool_tensor, 0) is int64, as np.where and torch.where (the condition
+    # takes no part in the result's type)
+    a, b = _bools_as_int64_beside_an_int([_coerce(a, "where"), _coerce(b, "where")])
     return elementwise("where", fn, cond, a, b)

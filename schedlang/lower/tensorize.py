@@ -32,16 +32,26 @@ def tensorize(stmt, ctx):
                 wanted[f"{f.name}.s{st.index}.{v}"] = (st, v, lookup(iname))
     if not wanted:
         return stmt
-    done = set()
+    done, with_init = set(), set()
 
     def visit(s):
         if isinstance(s, ir.For) and s.var in wanted and _has_inner_loop(s):
             st, v, intr = wanted[s.var]
             done.add(s.var)
             return _Match(ctx, st, v, intr, s).tensor_op()
+        if isinstance(s, ir.For) and s.var in wanted and _holds_init_and_loop(s):
+            with_init.add(s.var)
         return None
     out = ir.map_stmt(stmt, visit)
     for var, (st, v, intr) in wanted.items():
+        if var in with_init and var not in done:
+            f = st.name.split(".update(")[0]
+            raise ScheduleError(
+                f"tensorize({v}, {intr.name}) on {st.name}: the loop {v} holds both the "
+                f"initial value of {f}'s inline reduction and the reduction loop under it; "
+                f"{intr.name} replaces the update alone: write the sum as {f}[...] = 0 and "
+                f"{f}[...] += ..., and tensorize s[{f}].update(0), or move a reduction loop "
+                f"outside {v} (reorder) so that the initial value is stored before it")
         if var not in done:
             raise ScheduleError(f"tensorize({v}, {intr.name}) on {st.name}: no reduction loop "
                                 f"is nested under {v}; {intr.name} needs {intr.shape_text()} "
@@ -57,6 +67,15 @@ def _has_inner_loop(s):
     while isinstance(body, ir.LetStmt):
         body = body.body
     return isinstance(body, ir.For)
+
+
+def _holds_init_and_loop(s):
+    """The loop's body stores (an inline reduction's initial value) and then loops: the
+    nest of a pure stage's ``sl.sum``, where the lane loop encloses the init."""
+    body = s.body
+    while isinstance(body, (ir.LetStmt, ir.Realize)):
+        body = body.body
+    return isinstance(body, ir.Block) and any(isinstance(c, ir.For) for c in body.stmts)
 
 
 def _check_no_vector_loop_around(stmt, ctx):

@@ -328,3 +328,16 @@ def test_bfloat16_results_come_back_as_float32_values():
     bits = sl.compile(t * 2)()
     assert bits.dtype == np.uint16
     np.testing.assert_array_equal((bits.astype(np.uint32) << 16).view(np.float32), 2 * v)
+
+
+def test_where_of_bool_data_and_an_int_literal_is_int64_as_numpy():
+    c = np.array([True, False, True])
+    b = np.array([True, True, False])
+    check(F.where(Tensor(c), Tensor(b), 0), np.where(c, b, 0))
+    check(F.where(Tensor(c), 2, Tensor(b)), np.where(c, 2, b))
+    check(F.where(Tensor(c), Tensor(b), False), np.where(c, b, False))     # stays bool
+
+
+def test_relu_of_bool_is_refused_as_torch_does():
+    with pytest.raises(sl.AlgorithmError, match=r"relu: bool input is not supported .*cast"):
+        Tensor(np.array([True, False])).relu()

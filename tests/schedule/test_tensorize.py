@@ -313,3 +313,30 @@ def test_the_fuzzing_ran_some_tensorized_kernels():
     if not RAN:
         pytest.skip("run together with the fuzz test above")
     assert len(RAN) >= 5
+
+
+def test_a_lane_loop_holding_an_inline_sums_init_says_to_write_the_update_form():
+    A = sl.Input("A", sl.uint8, (16, 4))
+    B = sl.Input("B", sl.int8, (16, 4))
+    j = sl.Var("j")
+    r = sl.RDom(4, name="r")
+    C = sl.Func("C", shape=(16,))
+    C[j] = sl.sum(sl.cast(sl.int32, A[j, r]) * sl.cast(sl.int32, B[j, r]))
+    s = sl.Schedule(C)
+    s[C].tensorize(j, vpdpbusd)
+    with pytest.raises(sl.ScheduleError, match=r"tensorize\(j, vpdpbusd\) on C: the loop j holds "
+                                               r"both the initial value of C's inline reduction .*"
+                                               r"tensorize s\[C\]\.update\(0\)"):
+        sl.compile(C, s)
+    if not host_has("avx512vnni"):
+        return
+    # the advice, followed, compiles to the instruction and is exact
+    D = sl.Func("D", shape=(16,))
+    D[j] = 0
+    D[j] += sl.cast(sl.int32, A[j, r]) * sl.cast(sl.int32, B[j, r])
+    s = sl.Schedule(D)
+    s[D].update(0).tensorize(j, vpdpbusd)
+    a = np.arange(64, dtype=np.uint8).reshape(16, 4) * 3
+    b = (np.arange(64, dtype=np.int16).reshape(16, 4) - 32).astype(np.int8)
+    np.testing.assert_array_equal(sl.compile(D, s)(A=a, B=b),
+                                  (a.astype(np.int32) * b).sum(1))
