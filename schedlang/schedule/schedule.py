@@ -582,14 +582,43 @@ class Schedule:
                                 f"{self._level_text(store)} and computed at "
                                 f"{self._level_text(compute)}, but {why}")
 
-    def _check_placements_in(self, st, loops, directive):
-        """Changing stage ``st``'s loops to ``loops`` ((name, kind) pairs, outermost first:
-        a reorder, a parallel or GPU mark) must keep legal every Func computed in them."""
+    def placed_in(self, g):
+        """The Funcs computed or stored in a loop of ``g``, as (Func, "computed at g.x")
+        pairs. Example: ``s.placed_in(h)`` after ``s[f].compute_at(h, y)``."""
+        out = []
         for f in self.funcs:
             fs = self.fsched[id(f)]
+            for level, how in ((fs.compute, "computed at"), (fs.store, "stored at")):
+                if level is not None and level[0] == "at" and level[1] is g:
+                    out.append((f, f"{how} {self._level_text(level)}"))
+        return out
+
+    def _check_placements_in(self, st, loops, directive):
+        """Changing stage ``st``'s loops to ``loops`` ((name, kind) pairs, outermost first:
+        a split, fuse, reorder, a parallel or GPU mark) must keep legal every Func computed
+        or stored in them: its loop must still exist, and a double-buffered one stay serial."""
+        names = dict(loops)
+        for f in self.funcs:
+            fs = self.fsched[id(f)]
+            for level, how in ((fs.compute, "computed"), (fs.store, "stored")):
+                if level is None or level[0] != "at" or level[1] is not st.func or \
+                        level[2] != st.index or level[3] in names:
+                    continue
+                place = "compute_at" if how == "computed" else "store_at"
+                raise ScheduleError(
+                    f"{directive} on {st.name}: {f.name} is {how} at {self._level_text(level)} "
+                    f"({place}), a loop this directive removes (the loops would be "
+                    f"{', '.join(names)}); change {st.func.name}'s loops before placing "
+                    f"{f.name}, or place it again at one of the new loops")
             compute = fs.compute
             if compute[0] != "at" or compute[1] is not st.func or compute[2] != st.index:
                 continue
+            if fs.double_buffer and names[compute[3]] not in ("serial", "unrolled"):
+                raise ScheduleError(
+                    f"{directive} on {st.name}: {f.name} is double-buffered and computed at "
+                    f"{self._level_text(compute)}, which would become {names[compute[3]]}; "
+                    "double buffering needs a serial loop (keep it serial, or compute "
+                    f"{f.name} at another loop)")
             why = self._placement_conflict(f, fs.store, compute, loops)
             if why:
                 raise ScheduleError(f"{directive} on {st.name}: {f.name} is stored at "

@@ -230,7 +230,10 @@ class StageSchedule:
         if outer == inner:
             raise ScheduleError(f"{directive} on {self.name}: the two new names must differ")
         pos = self._pos(d)
-        self.dims[pos:pos + 1] = [Dim(outer, is_rvar=d.is_rvar), Dim(inner, is_rvar=d.is_rvar)]
+        new = list(self.dims)
+        new[pos:pos + 1] = [Dim(outer, is_rvar=d.is_rvar), Dim(inner, is_rvar=d.is_rvar)]
+        self.schedule._check_placements_in(self, [(x.name, x.kind) for x in new], directive)
+        self.dims[pos:pos + 1] = new[pos:pos + 2]
         self.splits.append(Split("split", d.name, outer, inner, factor, tail))
         self._record("split", [d.name, factor], {"tail": tail, "names": [outer, inner]})
         return E.Var(outer), E.Var(inner)
@@ -250,7 +253,10 @@ class StageSchedule:
             raise ScheduleError(f"{directive} on {self.name}: fuse loops before marking them")
         name = self._fresh(name or f"{a.name}.{b.name}.f", directive, "name=...")
         pos = self._pos(a)
-        self.dims[pos:pos + 2] = [Dim(name, is_rvar=a.is_rvar)]
+        new = list(self.dims)
+        new[pos:pos + 2] = [Dim(name, is_rvar=a.is_rvar)]
+        self.schedule._check_placements_in(self, [(x.name, x.kind) for x in new], directive)
+        self.dims[pos:pos + 2] = new[pos:pos + 1]
         self.splits.append(Split("fuse", name, a.name, b.name))
         self._record("fuse", [a.name, b.name], {"name": name})
         return E.Var(name)
@@ -656,6 +662,13 @@ class StageSchedule:
         if len(f.definitions) > 1 or self.schedule._defn(f, 0).reductions:
             raise ScheduleError(f"compute_inline on {f.name}: {f.name} has a reduction or update "
                                 "stages and cannot be inlined; use compute_root or compute_at")
+        placed = self.schedule.placed_in(f)
+        if placed:
+            g, level = placed[0]
+            raise ScheduleError(f"compute_inline on {f.name}: {g.name} is {level}, a loop of "
+                                f"{f.name}, but an inlined Func has no loops; place {g.name} "
+                                "elsewhere first (compute_root, or compute_at another "
+                                "consumer)")
         fs.compute, fs.store = ("inline",), None
         self._record("compute_inline", [])
         return self

@@ -729,16 +729,54 @@ def test_assume_does_not_leak_into_another_algorithm():
 # Splitting a consumer loop after a producer was placed at it
 # ---------------------------------------------------------------------------------------
 
-def test_compute_at_then_split_of_that_loop_is_rejected_with_legal_locations():
+def test_compute_at_then_split_of_that_loop_is_rejected_at_the_split():
+    # SPEC section 2: every primitive checks legality at once, also against the directives
+    # before it; the rejected split leaves the schedule as it was
     A, bx, by, y, x = build_blur(symbolic=True)
     s = sl.Schedule(by)
     s[bx].compute_at(by, y)
-    s[by].split(y, 4)
-    with pytest.raises(sl.ScheduleError) as e:
-        sl.compile(by, s)
-    msg = str(e.value)
-    for w in ("compute_at(blur_y, y)", "blur_x", "Legal locations", "blur_y.y.o"):
-        assert w in msg
+    with pytest.raises(sl.ScheduleError, match=r"split\(y, 4\) on blur_y: blur_x is computed at "
+                                               r"blur_y.y \(compute_at\), a loop this directive "
+                                               r"removes \(the loops would be y.o, y.i, x\)"):
+        s[by].split(y, 4)
+    assert s[by].loop_names() == ["y", "x"] and len(s.trace) == 1
+    np.testing.assert_allclose(sl.compile(by, s)(A=np.ones((8, 9), np.float32)), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("directives, says", [
+    (lambda s, bx, by, y, x: (s[bx].compute_at(by, x), s[by].fuse(y, x)),
+     r"fuse\(y, x\) on blur_y: blur_x is computed at blur_y.x"),
+    (lambda s, bx, by, y, x: (s[bx].compute_at(by, x), s[by].vectorize(x, 4)),
+     r"vectorize\(x, 4\) on blur_y: blur_x is computed at blur_y.x"),
+    (lambda s, bx, by, y, x: (s[bx].compute_at(by, x), s[by].tile(y, x, 4, 4)),
+     r"tile\(y, x, 4, 4\) on blur_y: blur_x is computed at blur_y.x"),
+    (lambda s, bx, by, y, x: (s[bx].store_at(by, y).compute_at(by, x), s[by].split(y, 2)),
+     r"split\(y, 2\) on blur_y: blur_x is stored at blur_y.y \(store_at\)"),
+    (lambda s, bx, by, y, x: (s[bx].compute_at(by, y).double_buffer(), s[by].parallel(y)),
+     r"parallel\(y\) on blur_y: blur_x is double-buffered and computed at blur_y.y, which would "
+     r"become parallel"),
+])
+def test_a_directive_that_breaks_an_earlier_placement_is_rejected_at_once(directives, says):
+    A, bx, by, y, x = build_blur(symbolic=True)
+    s = sl.Schedule(by)
+    with pytest.raises(sl.ScheduleError, match=says):
+        directives(s, bx, by, y, x)
+    assert s[by].loop_names() == ["y", "x"]
+
+
+def test_inlining_a_consumer_that_holds_a_producer_is_rejected_at_once():
+    A = sl.Input("A", sl.float32, ("N",))
+    x = sl.Var("x")
+    f, g, h = sl.Func("f"), sl.Func("g"), sl.Func("h", shape=(A.shape[0],))
+    f[x] = A[x] * 2
+    g[x] = f[x] + 1
+    h[x] = g[x] * 3
+    s = sl.Schedule(h)
+    s[g].compute_root()
+    s[f].compute_at(g, x)
+    with pytest.raises(sl.ScheduleError, match=r"compute_inline on g: f is computed at g.x, a loop "
+                                               r"of g, but an inlined Func has no loops"):
+        s[g].compute_inline()
 
 
 # ---------------------------------------------------------------------------------------
