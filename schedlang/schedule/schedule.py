@@ -235,6 +235,11 @@ class Schedule:
             for g in self.funcs + self.inputs:
                 if g is key:
                     return g
+            if any(g.name == key.name for g in self.funcs + self.inputs):
+                raise ScheduleError(
+                    f"{key.name} is another Func of the same name as this schedule's "
+                    f"{key.name} (was the algorithm built again?); index the schedule with the "
+                    "Funcs of the algorithm it was made for, or with the name as a string")
             raise ScheduleError(f"{key.name} is not part of the pipeline this schedule covers "
                                 f"(outputs: {', '.join(o.name for o in self.outputs)})")
         if isinstance(key, str):

@@ -209,10 +209,11 @@ class StageSchedule:
                                 f"{d.kind}; split it before marking it")
         if tail in ("shift", "pad"):
             if self.index > 0 or d.is_rvar:
-                why = "an update stage" if self.index > 0 else f"{d.name} is a reduction variable"
+                why = (f"{self.name} is an update stage" if self.index > 0
+                       else f"{d.name} is a reduction variable")
                 raise ScheduleError(f"{directive} on {self.name}: tail='{tail}' recomputes or "
-                                    f"adds points, which is only legal on pure stages ({why}); "
-                                    "use tail='guard'")
+                                    f"adds points, which is only legal on the pure loops of a "
+                                    f"pure stage, and {why}; use tail='guard'")
             if tail == "shift" and self.definition.reductions:
                 raise ScheduleError(f"{directive} on {self.name}: tail='shift' recomputes "
                                     f"points, which {self.func.name}'s inline reduction would "

@@ -153,6 +153,18 @@ def test_split_tail_shift_on_update_stage():
         s[f].update(0).split(x, 8, tail="shift")
     msg = str(e.value)
     names_all(msg, "split(x", "f", "update", "shift", "guard")
+    assert "only legal on the pure loops of a pure stage, and f.update(0) is an update stage" \
+        in msg, msg
+
+
+def test_a_schedule_indexed_with_a_rebuilt_func_of_the_same_name_says_so():
+    A, f, x = build_update()
+    s = sl.Schedule(f)
+    A2, f2, x2 = build_update()
+    with pytest.raises(sl.ScheduleError, match=r"f is another Func of the same name as this "
+                                               r"schedule's f \(was the algorithm built again\?\)"):
+        s[f2]
+    assert s["f"] is s[f]
 
 
 def test_split_tail_shift_on_an_inline_reduction_is_refused_at_the_directive():
