@@ -16,7 +16,7 @@ import json
 import keyword
 
 from ..algo import expr as E
-from ..algo.func import (ASSUMPTIONS, IDENT, Definition, Func, Input, check_fact,
+from ..algo.func import (ASSUMPTIONS, IDENT, Func, Input, check_fact,
                          definition_exprs, settle_func_names)
 from ..algo.printer import expr_to_python
 from ..deep_recursion import deep_recursion
@@ -180,7 +180,7 @@ class Schedule:
         self.funcs.append(f)
         self._add_func_state(f)
         for d in f.definitions:
-            for ref in _refs(d):
+            for ref in refs(d):
                 self._discover(ref.func)
         for inp in f.extra_inputs:
             self._discover(inp)
@@ -464,7 +464,7 @@ class Schedule:
             return False
         seen.add(id(consumer))
         for d in self.definitions(consumer):
-            for r in _refs(d):
+            for r in refs(d):
                 if r.func is f or self._uses(r.func, f, seen):
                     return True
         return False
@@ -501,7 +501,7 @@ class Schedule:
         values, read where they were stored."""
         g = st.func
         return any(r.func is f or (r.func is not g and self._uses(r.func, f))
-                   for r in _refs(st.definition))
+                   for r in refs(st.definition))
 
     def _stage_of_loop(self, f, g, name):
         """The stage of ``g`` whose loop a bare loop ``name`` means for producer ``f``: the
@@ -518,7 +518,7 @@ class Schedule:
         of ``g`` makes itself (each stage is a loop nest of its own)."""
         _, g, index, _ = level
         others = [st for st in self.stages[id(g)] if st.index != index
-                  and any(r.func is f for r in _refs(st.definition))]
+                  and any(r.func is f for r in refs(st.definition))]
         if others:
             raise ScheduleError(
                 f"{directive} on {name}: {others[0].name} reads {f.name} too, outside "
@@ -650,7 +650,7 @@ class Schedule:
             bad = ops & {"argmax", "argmin"}
             return f"{sorted(bad)[0]} keeps the first extreme it visits" if bad else ""
         f = st.func
-        selfrefs = [r for r in _refs(d) if r.func is f]
+        selfrefs = [r for r in refs(d) if r.func is f]
         if not selfrefs:
             return ""
         v = d.value
@@ -679,84 +679,12 @@ class Schedule:
         self.fsched[id(g)] = FuncSchedule(compute)
 
     def _cache_read(self, st, consumer, memory, name):
-        src = st.func
-        if st.index != 0:
-            raise ScheduleError(f"cache_read on {st.name}: call it on s[{src.name}]")
-        g = self.lookup(consumer)
-        if memory not in MEMORIES:
-            raise ScheduleError(f"cache_read({g.name}) on {src.name}: memory must be one of "
-                                f"{', '.join(MEMORIES)}, got {memory!r}")
-        if isinstance(g, Input) or g is src:
-            raise ScheduleError(f"cache_read({g.name}) on {src.name}: the consumer must be a Func "
-                                f"that reads {src.name}")
-        reads = [r for d in self.definitions(g) for r in _refs(d) if r.func is src]
-        if not reads:
-            users = [h.name for h in self.funcs if any(r.func is src for d in self.definitions(h)
-                                                       for r in _refs(d))]
-            raise ScheduleError(f"cache_read({g.name}) on {src.name}: {g.name} does not read "
-                                f"{src.name} directly; the Funcs that do are: {', '.join(users)}")
-        ndim = len(src.shape) if isinstance(src, Input) else src.ndim
-        first = reads[0].args
-        names = [a.name for a in first if isinstance(a, E.Var)]
-        if len(names) != ndim or len(set(names)) != ndim:
-            names = [f"{src.name}_{c}" for c in "ijklmnop"[:ndim]]
-        vs = [E.Var(n) for n in names]
-        staged = self._new_func(name, f"{src.name}_{g.name}")
-        defn = Definition(staged, 0, vs, E.FuncRef(src, vs), vs, [], None)
-        self._install(staged, [defn])
-        self.fsched[id(staged)].memory = memory
-        for cst in self.stages[id(g)]:
-            cst.definition = _redirect(cst.definition, src, staged)
-        if isinstance(st, InputSchedule):
-            st.staged.append(staged)
-        self.user_funcs.discard(staged.name)
-        self._record(st, "cache_read", [g.name], {"memory": memory, "name": staged.name})
-        return staged
+        from .staging import cache_read
+        return cache_read(self, st, consumer, memory, name)
 
     def _cache_write(self, st, memory, name):
-        f = st.func
-        if st.index != 0:
-            raise ScheduleError(f"cache_write on {st.name}: call it on s[{f.name}]")
-        if memory not in MEMORIES:
-            raise ScheduleError(f"cache_write on {f.name}: memory must be one of "
-                                f"{', '.join(MEMORIES)}, got {memory!r}")
-        staged = self._new_func(name, f"{f.name}_cache")
-        old_stages = self.stages[id(f)]
-        new_defs = []
-        for d in self.definitions(f):
-            nd = _redirect(d, f, staged)
-            nd = Definition(staged, d.index, nd.args, nd.value, nd.pure_vars, nd.rvars, nd.predicate)
-            new_defs.append(nd)
-            # an update stage reads the staged Func, whose type is its first definition's
-            staged.definitions = list(new_defs)
-        self._install(staged, new_defs)
-        is_output = st._is_output()
-        for old, new in zip(old_stages, self.stages[id(staged)]):
-            new.dims, new.splits = old.dims, old.splits
-            # an output's bound() states its own extent (checked at the call): it stays
-            new.bounds = {} if is_output else old.bounds
-            new.tensorized = old.tensorized
-        # producers placed in f's loops now feed the staged Func, which took those loops
-        for fs in self.fsched.values():
-            for attr in ("compute", "store"):
-                level = getattr(fs, attr)
-                if level is not None and level[0] == "at" and level[1] is f:
-                    setattr(fs, attr, ("at", staged) + tuple(level[2:]))
-        vs = list(self.definitions(f)[0].args)
-        copy = Definition(f, 0, vs, E.FuncRef(staged, vs), vs, [], None)
-        self.defs[id(f)] = [copy]
-        fresh = StageSchedule(self, f, 0, copy)
-        if is_output:
-            fresh.bounds = dict(old_stages[0].bounds)
-        # a handle taken before (st = s[f]) goes on naming f's stage, now the copy-out
-        old_stages[0]._become(fresh)
-        for gone in old_stages[1:]:
-            gone._retire(f"cache_write on {f.name} moved its update stages to {staged.name}")
-        self.stages[id(f)] = [old_stages[0]]
-        self.fsched[id(staged)].memory = memory
-        self.user_funcs.discard(staged.name)
-        self._record(st, "cache_write", [], {"memory": memory, "name": staged.name})
-        return staged
+        from .staging import cache_write
+        return cache_write(self, st, memory, name)
 
     def _rfactor(self, st, rv, name):
         from .rfactor import rfactor
@@ -802,23 +730,12 @@ def _bare_name_ok(name):
     return bool(IDENT.match(name)) and not keyword.iskeyword(name) and name not in ("s", "sl")
 
 
-def _refs(d):
+def refs(d):
     """FuncRefs in a definition's arguments and value (not descending into other Funcs)."""
     out = []
     for e in list(d.args) + [d.value] + ([d.predicate] if d.predicate is not None else []):
         E.walk_expr(e, lambda n: out.append(n) if isinstance(n, E.FuncRef) else None)
     return out
-
-
-def _redirect(d, src, dst):
-    """A copy of definition ``d`` whose reads of ``src`` read ``dst`` instead."""
-    def fn(n):
-        return E.FuncRef(dst, n.args) if isinstance(n, E.FuncRef) and n.func is src else None
-
-    def go(e):
-        return None if e is None else E.map_expr(e, fn)
-    return Definition(d.func, d.index, tuple(go(a) for a in d.args), go(d.value), d.pure_vars,
-                      d.rvars, go(d.predicate))
 
 
 def _parse_fact(text, s):

@@ -352,18 +352,6 @@ def test_error_is_raised_at_compile_time_not_at_call():
     assert issubclass(sl.AlgorithmError, sl.SchedlangError)
 
 
-def test_read_outside_by_an_inline_reduction_names_its_func_not_a_helper():
-    A = sl.Input("A", sl.float32, ("M", "K"))
-    i = sl.Var("i")
-    k = sl.RDom(A.shape[1], name="k")
-    r = sl.RDom((2, 3), name="r")
-    f = sl.Func("f", shape=(A.shape[0],))
-    f[i] = sl.sum(A[i, k]) - A[i, sl.argmin(A[i, r])]
-    msg = _compile_error(f)
-    assert msg.startswith("f (in its sl.argmin(...)) reads A[i, r]: dimension 1 ranges over "
-                          "[2, 4]"), msg
-
-
 def test_an_unclamped_scatter_says_it_updates_and_to_clamp():
     img = sl.Input("img", sl.int32, ("N",))
     r = sl.RDom(img.shape[0], name="r")

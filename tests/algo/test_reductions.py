@@ -600,19 +600,32 @@ def test_two_rdoms_of_one_name_are_refused_but_one_rdom_twice_is_fine():
     np.testing.assert_allclose(sl.compile(D)(B=b), b.sum(1) + b.max(1), rtol=1e-6)
 
 
-def test_an_argmax_result_indexes_its_input_without_a_clamp():
-    # the index an arg-reduction gives lies in its RDom: bounds inference knows it
+def _arg_pipeline(b_width):
+    """f[i] = A[i, argmax_k A[i, k]] - B[i, argmin_r B[i, r]] with r over [2, 5) and B
+    ``b_width`` columns wide."""
     A = sl.Input("A", sl.float32, ("M", "K"))
+    B = sl.Input("B", sl.float32, ("M", b_width))
     i = sl.Var("i")
     k = sl.RDom(A.shape[1], name="k")
     r = sl.RDom((2, 3), name="r")
     f = sl.Func("f", shape=(A.shape[0],))
-    B = sl.Input("B", sl.float32, ("M", 7))
     f[i] = A[i, sl.argmax(A[i, k])] - B[i, sl.argmin(B[i, r])]
-    kern = sl.compile(f)
+    return f
+
+
+def test_an_argmax_result_indexes_its_input_without_a_clamp():
+    # the index an arg-reduction gives lies in its RDom: bounds inference knows it
+    kern = sl.compile(_arg_pipeline(7))
     a = rng_for(21).standard_normal((5, 7)).astype(np.float32)
     b = rng_for(22).standard_normal((5, 7)).astype(np.float32)
     np.testing.assert_array_equal(kern(A=a, B=b), a.max(1) - b[:, 2:5].min(1))
     with pytest.raises(sl.ArgumentError, match=r"f reads A at an index that is in bounds only "
                                                 r"when K >= 1 .*; got K = 0"):
         kern(A=np.zeros((3, 0), np.float32), B=b[:3])
+
+
+def test_a_read_outside_by_an_inline_reduction_names_its_func_not_a_helper():
+    with pytest.raises(sl.AlgorithmError) as e:
+        sl.compile(_arg_pipeline("W"))         # B may have fewer than 5 columns
+    assert str(e.value).startswith("f (in its sl.argmin(...)) reads B[i, r]: dimension 1 ranges "
+                                   "over [2, 4]"), str(e.value)
