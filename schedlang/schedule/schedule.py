@@ -213,9 +213,11 @@ class Schedule:
                 unnamed = " (an unnamed sl.Func() is named f, f1, ... by the first Schedule " \
                     "that covers it)" if getattr(f, "born_unnamed", False) or \
                     getattr(g, "born_unnamed", False) else ""
-                both_inputs = not hasattr(f, "definitions") and not hasattr(g, "definitions")
-                how = ("sl.Input(\"name\", ...) (or Tensor.input(\"name\", ...))" if both_inputs
+                inputs = [h for h in (f, g) if not hasattr(h, "definitions")]
+                how = ("sl.Input(\"name\", ...) (or Tensor.input(\"name\", ...))" if inputs
                        else "sl.Func(\"name\")")
+                if len(inputs) == 1:    # an Input named like a Func (a frontend op's result)
+                    how = f"rename the Input: {how}"
                 raise ScheduleError(f"two different Funcs/Inputs are both named {f.name!r}"
                                     f"{unnamed}; give each a unique name: {how}")
 

@@ -313,3 +313,11 @@ def test_an_empty_slice_of_a_stored_tensor_padded_or_concatenated():
     xin = Tensor.input("xin", (3,))
     kern = sl.compile(F.concat([xin.softmax(-1)[3:], xin], 0))
     np.testing.assert_array_equal(kern(xin=a), a)
+
+
+def test_an_input_named_like_an_earlier_ops_result_is_told_to_rename_the_input():
+    m = Tensor(np.ones((2, 3), np.float32)).max(1)
+    x = Tensor.input(m.func.name, (2,))
+    with pytest.raises(sl.ScheduleError, match=rf"both named '{m.func.name}'; give each a unique "
+                                               r"name: rename the Input: .*Tensor.input"):
+        sl.compile(x * m)
