@@ -842,6 +842,20 @@ def test_a_float_param_beyond_its_type_is_an_argument_error(dtype, value, shown)
     np.testing.assert_array_equal(kern(p=1.5), [1.5, 1.5])
 
 
+def test_a_bool_param_takes_true_false_or_one_zero_only():
+    p = sl.Param("p", sl.bool)
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(2,))
+    f[i] = sl.select(p, 1, 2)
+    kern = sl.compile(f)
+    for v, want in ((True, 1), (np.bool_(False), 2), (1, 1), (0, 2)):
+        np.testing.assert_array_equal(kern(p=v), [want, want])
+    for bad in (2, -1, 0.5, "x"):
+        with pytest.raises(sl.ArgumentError, match=re.escape(
+                f"Param p: expected a bool (True / False, or 1 / 0), got {bad!r}")):
+            kern(p=bad)
+
+
 def test_from_json_of_something_else_says_what_it_got():
     A = sl.Input("A", sl.float32, (8,))
     i = sl.Var("i")

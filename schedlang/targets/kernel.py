@@ -341,8 +341,9 @@ class Kernel:
         if isinstance(v, np.generic):
             v = v.item()
         if dt.is_bool:
-            if not isinstance(v, (bool, int)):
-                raise ArgumentError(f"Param {p.name}: expected a bool, got {v!r}")
+            if not isinstance(v, (bool, int)) or v not in (0, 1):
+                raise ArgumentError(f"Param {p.name}: expected a bool (True / False, or 1 / 0), "
+                                    f"got {v!r}")
             return bool(v)
         if dt.is_int:
             if isinstance(v, bool) or not isinstance(v, int):
