@@ -125,6 +125,37 @@ def _beam_row_kernel(w, values, threads, target, beam):
     return kern
 
 
+def _best_known_kernel(w, kern, values, threads, target, cold):
+    """The ``schedlang`` row's kernel: the hand-written one (``kern``), or the schedule the
+    tuning database holds for this workload, target and thread count when that one is
+    correct and faster in a short run of both (SPEC: the best schedule known)."""
+    import numpy as np
+
+    import schedlang as sl
+    from schedlang.autotune.database import TuningDatabase
+    from schedlang.autotune.keys import workload_key
+    from schedlang.bench.timing import measure_in_turns
+    outs, _ = w.algorithm()
+    tuned = TuningDatabase().load_schedule(workload_key([outs], target, threads=threads), [outs])
+    if tuned is None:
+        return kern
+    try:
+        other = sl.compile(outs, tuned, target=target)
+        other.num_threads = threads
+        err = float(np.max(np.abs(other(**values).astype(np.float64) - w.numpy(**values))))
+    except sl.SchedlangError as e:
+        print(f"schedlang {w.name} {w.shape_text}: the tuned schedule does not compile ({e}); "
+              "the row uses the hand-written one", file=sys.stderr)
+        return kern
+    if not err <= w.tolerance():
+        print(f"schedlang {w.name} {w.shape_text}: the tuned schedule differs from numpy by "
+              f"{err:g}; the row uses the hand-written one", file=sys.stderr)
+        return kern
+    t = measure_in_turns({"hand": lambda: kern(**values), "tuned": lambda: other(**values)},
+                         cold, budget_s=0.3)
+    return other if t["tuned"].median < t["hand"].median else kern
+
+
 def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, dtype="float32",
             beam=0):
     """Measure one (workload, size) at one thread count; returns CSV-shaped dict rows."""
@@ -154,6 +185,8 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
                          f"{err:g} (tolerance {w.tolerance():g}); not timing a wrong kernel")
     rows = []
     cold = runs_start_cold(values, want)
+    if dtype == "float32":
+        kern = _best_known_kernel(w, kern, values, threads, target, cold)
 
     systems = {"schedlang": lambda: kern(**values)}
     if beam and dtype == "float32":
@@ -187,7 +220,9 @@ def _child_rows(args, workload, size, threads, dtype="float32"):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _print_table(rows):
+def _print_table(rows, winograd=True):
+    """The bench table of ``rows``; ``winograd``: the conv rows are 3x3 stride-1 layers,
+    which schedlang computes in the Winograd form (said under the table)."""
     # a "vs <system>" column for each comparison system that was measured
     measured = {r["system"] for r in rows}
     bases = tuple(b for b in ("numpy", "torch", "halide") if b in measured)
@@ -207,9 +242,10 @@ def _print_table(rows):
               f"{r['median_s'] * 1e3:10.3f} {r['min_s'] * 1e3:9.3f} {r['rate']:9.2f} "
               f"{r['unit']:8s}{ratio}")
     if any(r["workload"] == "conv" for r in rows):
-        print("conv rates count the direct sum's 2*N*K*C*kh*kw*Ho*Wo operations for every system; "
-              "schedlang computes 3x3 stride-1 layers in the Winograd form, with fewer "
-              "multiplications, so their rate can pass the machine's FMA peak")
+        print("conv rates count the direct sum's 2*N*K*C*kh*kw*Ho*Wo operations for every system"
+              + ("; schedlang computes 3x3 stride-1 layers in the Winograd form, with fewer "
+                 "multiplications, so their rate can pass the machine's FMA peak"
+                 if winograd else ""))
     sys.stdout.flush()
 
 
@@ -241,8 +277,8 @@ def _plot(rows, path):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("--plot needs matplotlib: pip install matplotlib", file=sys.stderr)
-        return
+        # the table and the CSV are out; the plot asked for is not: a failing exit
+        raise SystemExit("--plot needs matplotlib: pip install matplotlib") from None
     labels = sorted({(r["workload"], r["shape"], r["threads"]) for r in rows})
     systems = sorted({r["system"] for r in rows})
     fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(labels)), 4))
@@ -272,7 +308,7 @@ def _thread_counts(text):
         counts = []
     if not counts or min(counts) < 1:
         raise SystemExit(f"--threads {text}: expected a thread count >= 1 or a list like 1,2")
-    return counts
+    return list(dict.fromkeys(counts))      # once each: rows of a count are compared together
 
 
 def _check_writable(flag, path):
@@ -318,6 +354,8 @@ def cmd_bench(args):
         raise SystemExit(f"--compare {','.join(unknown)}: unknown system; choose from "
                          f"{', '.join(COMPARE_SYSTEMS)}")
     threads = _thread_counts(args.threads)
+    if args.size:
+        args.size = list(dict.fromkeys(args.size))     # a size given twice is measured once
     from schedlang.compiler import check_target
     check_target(args.target)
     for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
@@ -338,6 +376,7 @@ def cmd_bench(args):
                 for t in threads:
                     _beam_schedule(w, outs, hand, args.target, args.beam, t)
     _note_missing_halide(args.compare)
+    winograd = args.stride == 1 and args.kernel == 3
     rows = []
     for n in names:
         sizes = args.size or list(WORKLOADS[n].default_sizes)
@@ -346,11 +385,11 @@ def cmd_bench(args):
                 for dtype in (args.dtype if n == "gemm" else ["float32"]):
                     part = _child_rows(args, n, size, t, dtype)
                     rows.extend(part)
-                    _print_table(part) if args.verbose else None
+                    _print_table(part, winograd) if args.verbose else None
     if "conv" in names and (args.stride != 1 or args.kernel != 3):
         # every conv row of a run has these (the shape column is the NxCxHxWxK size)
         print(f"conv layers: {make_workload('conv', '1', args.stride, args.kernel).variant}")
-    _print_table(rows)
+    _print_table(rows, winograd)
     _print_low_precision_ratios(rows)
     if args.csv:
         _write_csv(rows, args.csv)
@@ -399,9 +438,9 @@ def cmd_show(args):
         except (sl.SchedlangError, ValueError, KeyError, TypeError) as e:
             raise SystemExit(f"--schedule {args.schedule}: not a schedule of {w.name} "
                              f"{w.shape_text} saved with Schedule.to_json() ({e})") from None
+    kern = sl.compile(outs, s, target=args.target)     # a bad target: said before any output
     print(f"# algorithm ({w.name} {w.shape_text})\n" + algorithm_text(outs))
     print("# schedule\n" + str(s))
-    kern = sl.compile(outs, s, target=args.target)
     print("# loop IR\n" + kern.loop_ir)
     print("# generated code\n" + kern.source)
 
@@ -411,20 +450,24 @@ def cmd_tune(args):
     WORKLOADS, _ = _workloads()
     if args.workload not in WORKLOADS:
         raise SystemExit(f"unknown workload {args.workload!r}; choose from {', '.join(WORKLOADS)}")
-    if args.beam < 1 or not args.budget_s > 0:
-        raise SystemExit("--beam must be >= 1 and --budget-s > 0")
+    if args.beam < 1:
+        raise SystemExit(f"--beam {args.beam}: the beam width must be >= 1")
+    if not 0 < args.budget_s < float("inf"):
+        raise SystemExit(f"--budget-s {args.budget_s:g}: the budget must be a number of seconds "
+                         "above 0")
     if args.threads is not None and args.threads < 1:
         raise SystemExit(f"--threads {args.threads}: the thread count must be >= 1 (default: "
                          "all cores)")
     w = make_workload(args.workload, args.size or WORKLOADS[args.workload].default_sizes[0],
                       args.stride, args.kernel)
-    outs, _ = w.algorithm()
+    outs, hand = w.algorithm()
     from schedlang.autotune.keys import check_threads
     threads = check_threads(args.threads)       # the database keys the result by it
     print(f"tuning {w.name} {w.shape_text}: beam {args.beam}, budget {args.budget_s:g} s, "
           f"strategy {args.strategy}, {threads} threads", file=sys.stderr, flush=True)
     result = tune(outs, target=args.target, beam=args.beam, budget_s=args.budget_s,
-                  strategy=args.strategy, threads=threads, summary=False)
+                  strategy=args.strategy, threads=threads, summary=False,
+                  seeds=(hand,))     # the search also starts from the bench's own schedule
     r = result.report
     print(f"# {w.name} {w.shape_text}: best {r.best_s * 1e3:.3f} ms "
           f"({_rate(w, r.best_s):.2f} {w.unit}), default schedule {r.default_s * 1e3:.3f} ms; "

@@ -30,6 +30,7 @@ import numpy as np
 from ..algo import expr as E
 from ..algo.func import definition_exprs
 from ..compiler import compile as sl_compile, kernel_args
+from ..deep_recursion import deep_recursion
 from ..errors import CompileError, SchedlangError
 from ..lower.lower import lower_pipeline
 from ..schedule.schedule import Schedule
@@ -96,20 +97,29 @@ def lower_candidate(outputs, target, schedule_json, jit, threads):
     ``lower_candidate([C], "llvm", s.to_json(), True, 2).ok``."""
     t0 = time.perf_counter()
     try:
-        s = Schedule.from_json(schedule_json, *outputs)
-        stmt, ctx = lower_pipeline(s, target)
-        args = kernel_args(stmt, s)
-        features = loop_features(stmt, threads)
-        ir_hash = hashlib.sha256(str(stmt).encode()).hexdigest()
-        payload = _pickle_deep((stmt, args, list(ctx.user_facts), list(ctx.call_checks),
-                                dict(ctx.assert_messages)))
-        if jit:
-            from ..targets.llvm import compile_llvm
-            compile_llvm(stmt, args, kernel_name(outputs), target)
+        features, ir_hash, payload = _lower_and_compile(outputs, target, schedule_json, jit,
+                                                        threads)
         return CandidateResult(True, features=features, ir_hash=ir_hash, payload=payload,
                                seconds=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - a candidate that crashes the compiler is counted
         return _failed(e, t0)
+
+
+@deep_recursion(CompileError, "lowering a tuning candidate")
+def _lower_and_compile(outputs, target, schedule_json, jit, threads):
+    """The work of ``lower_candidate``, on the large stack ``sl.compile`` gets when a heavily
+    unrolled candidate nests its expressions deeply."""
+    s = Schedule.from_json(schedule_json, *outputs)
+    stmt, ctx = lower_pipeline(s, target)
+    args = kernel_args(stmt, s)
+    features = loop_features(stmt, threads)
+    ir_hash = hashlib.sha256(str(stmt).encode()).hexdigest()
+    payload = _pickle_deep((stmt, args, list(ctx.user_facts), list(ctx.call_checks),
+                            dict(ctx.assert_messages)))
+    if jit:
+        from ..targets.llvm import compile_llvm
+        compile_llvm(stmt, args, kernel_name(outputs), target)
+    return features, ir_hash, payload
 
 
 def _failed(e, t0):

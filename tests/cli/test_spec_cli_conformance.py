@@ -246,6 +246,9 @@ def test_tune_options_reach_the_search(monkeypatch, capsys):
         (3, 2.5, 1, "model")
     assert seen["target"] == "llvm"
     assert [int(d.value) for d in seen["outs"].shape] == [32, 32]
+    # the search starts from the bench's own schedule too, so it finds nothing slower
+    (hand,) = seen["seeds"]
+    assert isinstance(hand, sl.Schedule) and "cache_write" in str(hand)
     out = capsys.readouterr().out
     assert out.startswith("# gemm 32x32x32: best ") and "# the schedule" in out
 
@@ -294,3 +297,75 @@ def test_plot_names_matplotlib_cannot_write_are_refused_before_measuring(tmp_pat
             cli.main(["bench", "gemm", "--size", "8", "--compare", "numpy", "--plot", str(path)])
         assert info.value.code.startswith(f"--plot {path}: {says}"), info.value.code
         assert not path.exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["tune", "gemm", "--beam", "0"], "--beam 0: the beam width must be >= 1"),
+    (["tune", "gemm", "--budget-s", "-3"], "--budget-s -3: the budget must be a number of seconds"),
+    (["tune", "gemm", "--budget-s", "inf"], "--budget-s inf: the budget must be"),
+])
+def test_tune_says_which_option_is_wrong(argv, says, monkeypatch):
+    from schedlang.autotune import search
+    monkeypatch.setattr(search, "tune", lambda *a, **k: pytest.fail("searched anyway"))
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert str(info.value.code).startswith(says)
+
+
+def test_the_schedlang_row_uses_a_stored_tuned_schedule_when_it_is_faster(monkeypatch):
+    """SPEC section 6: the schedlang rows use the best schedule known, tuned or
+    hand-written. The two are timed briefly against each other (faked here)."""
+    from schedlang.autotune.database import TuningDatabase
+    from schedlang.autotune.keys import workload_key
+    from schedlang.bench import timing
+    w = cli.make_workload("gemm", "32")
+    values = w.inputs()
+    outs, hand = w.algorithm()
+    hand_kern = sl.compile(outs, hand)
+    assert cli._best_known_kernel(w, hand_kern, values, 1, "llvm", False) is hand_kern
+    tuned = sl.Schedule(outs)
+    tuned[outs].split("j", 16, names=("jo", "ji"))
+    tuned[outs].vectorize("ji")
+    TuningDatabase().store_best(workload_key([outs], "llvm", threads=1), tuned, 1e-5, beam=2)
+
+    def fake(times):
+        return lambda fns, cold, budget_s: {n: types.SimpleNamespace(median=times[n])
+                                             for n in fns}
+    monkeypatch.setattr(timing, "measure_in_turns", fake({"hand": 2.0, "tuned": 1.0}))
+    got = cli._best_known_kernel(w, hand_kern, values, 1, "llvm", False)
+    assert got is not hand_kern and "C.s0.jo in [0, 2)" in got.loop_ir
+    monkeypatch.setattr(timing, "measure_in_turns", fake({"hand": 1.0, "tuned": 2.0}))
+    assert cli._best_known_kernel(w, hand_kern, values, 1, "llvm", False) is hand_kern
+
+
+def test_bench_measures_a_repeated_thread_count_or_size_once(tmp_path):
+    out = tmp_path / "rows.csv"
+    r = _schedlang("bench", "gemm", "--size", "32", "--size", "32", "--threads", "1,1",
+                   "--compare", "numpy", "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    assert [(x["system"], x["threads"]) for x in _rows(out)] == [("schedlang", "1"),
+                                                                ("numpy", "1")]
+
+
+def test_a_stride_2_conv_run_does_not_mention_winograd():
+    r = _schedlang("bench", "conv", "--size", "1x8x10x10x8", "--stride", "2", "--threads", "1",
+                   "--compare", "numpy")
+    assert r.returncode == 0, r.stderr
+    assert "conv rates count the direct sum's" in r.stdout and "Winograd" not in r.stdout
+
+
+def test_plot_without_matplotlib_writes_the_csv_then_fails(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)     # as if not installed
+    out = tmp_path / "rows.csv"
+    with pytest.raises(SystemExit, match="--plot needs matplotlib: pip install matplotlib"):
+        cli.main(["bench", "gemm", "--size", "16", "--threads", "1", "--compare", "numpy",
+                  "--csv", str(out), "--plot", str(tmp_path / "rates.png")])
+    assert len(_rows(out)) == 2 and not (tmp_path / "rates.png").exists()
+
+
+@pytest.mark.parametrize("target, says", [("bogus", "unknown target 'bogus'"),
+                                          ("llvm:nope", "nope")])
+def test_show_with_a_bad_target_prints_nothing_first(target, says, capsys):
+    with pytest.raises(SystemExit, match=says):
+        cli.main(["show", "gemm", "--size", "16", "--target", target])
+    assert capsys.readouterr().out == ""
