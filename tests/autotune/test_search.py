@@ -474,15 +474,9 @@ def test_autotune_refuses_inputs_too_big_to_measure_before_allocating(tmp_path, 
 def test_a_deeply_unrolled_candidate_is_lowered_not_counted_as_a_crash():
     # 96 x 6 unrolled accumulator stores nest past Python's default recursion limit: the
     # pool worker lowers on the large stack sl.compile uses, so the legal schedule is kept
-    from schedlang.autotune.measure import lower_candidate
-    A = sl.Input("A", sl.float32, (96, 96))
-    B = sl.Input("B", sl.float32, (96, 96))
-    i, j = sl.vars("i j")
-    k = sl.RDom(96, name="k")
-    C = sl.Func("C", shape=(96, 96))
-    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    C = matmul(96)
     s = sl.Schedule(C)
     acc = s[C].cache_write("local")
-    s[acc].reorder(k, i, j).vectorize(j, 16).unroll(i).unroll("j.o")
-    r = lower_candidate([C], "llvm", s.to_json(), False, 1)
+    s[acc].reorder("k", "i", "j").vectorize("j", 16).unroll("i").unroll("j.o")
+    r = measure.lower_candidate([C], "llvm", s.to_json(), False, 1)
     assert r.ok, (r.kind, r.message)
