@@ -149,9 +149,13 @@ class Schedule:
             self._discover(o)
         if any(f.auto_named for f in self.funcs):
             settle_func_names(self.funcs, {g.name for g in self.inputs} | self._var_names())
-        # str(s) names these bare; an unnamed Func (or a reduction's helper) by string
+        # str(s) names these bare; an unnamed Func (or a reduction's helper) by string, and
+        # so a Func named like a Var or RDom (the replay namespace binds that name once)
+        loop_names = self._var_names() | {v.rdom.name for f in self.funcs
+                                          for d in self.defs[id(f)] for v in d.rvars}
         self.user_funcs = {g.name for g in self.funcs + self.inputs if _bare_name_ok(g.name)
-                           and not getattr(g, "born_unnamed", False)}
+                           and not getattr(g, "born_unnamed", False)
+                           and g.name not in loop_names}
         # the algorithm as built, before any directive adds or rewrites a Func: its
         # canonical names (for to_json / from_json) are found from this when first needed
         self._unscheduled = _PipelineView(list(self.funcs), list(self.inputs),

@@ -658,3 +658,20 @@ def test_from_json_of_deeply_nested_json_is_a_schedule_error():
     A, p, h = _fact_pipeline()
     with pytest.raises(sl.ScheduleError, match="nests too deeply"):
         sl.Schedule.from_json("[" * 100000 + "]" * 100000, h)
+
+
+def test_a_func_named_like_a_var_is_printed_by_string():
+    # the replay namespace binds the name x once (to the Var): str(s) names the Func 'x'
+    A = sl.Input("A", sl.float32, ("N",))
+    x = sl.Var("x")
+    f = sl.Func("x")
+    f[x] = A[x] * 2
+    h = sl.Func("h", shape=(A.shape[0],))
+    h[x] = f[x] + 1
+    s = sl.Schedule(h)
+    s[h].vectorize(x, 4)
+    s[f].compute_at(h, "x.o")
+    assert str(s) == "s[h].vectorize('x', 4)\ns['x'].compute_at(h, 'x.o')\n"
+    ns = {"sl": sl, "s": sl.Schedule(h), "A": A, "x": x, "h": h}
+    exec(str(s), ns)
+    assert str(ns["s"]) == str(s)
