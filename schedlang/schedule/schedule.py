@@ -345,6 +345,11 @@ class Schedule:
             _directive_from_json(n, d)
         s = cls(*outputs)
         stored = data.get("names")
+        if stored is not None and not (isinstance(stored, list)
+                                       and all(isinstance(n, str) for n in stored)):
+            raise ScheduleError(f"Schedule.from_json: \"names\" must be a list of the "
+                                f"pipeline's Func, Input and RDom names, got {stored!r:.80}; "
+                                f"{expected}")
         if stored is not None:
             # a rebuild of the same algorithm may have given its unnamed Funcs and RDoms
             # other automatic names: replay by canonical position

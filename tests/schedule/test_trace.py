@@ -675,3 +675,13 @@ def test_a_func_named_like_a_var_is_printed_by_string():
     ns = {"sl": sl, "s": sl.Schedule(h), "A": A, "x": x, "h": h}
     exec(str(s), ns)
     assert str(ns["s"]) == str(s)
+
+
+@pytest.mark.parametrize("names", ["abc", [1, 2], {"h": 1}])
+def test_from_json_with_malformed_names_says_so(names):
+    A, p, h = _fact_pipeline()
+    doc = json.loads(sl.Schedule(h).to_json())
+    doc["names"] = names
+    with pytest.raises(sl.ScheduleError, match=r'Schedule.from_json: "names" must be a list of '
+                                               r"the pipeline's Func, Input and RDom names"):
+        sl.Schedule.from_json(json.dumps(doc), h)
