@@ -125,17 +125,17 @@ def _beam_row_kernel(w, values, threads, target, beam):
     return kern
 
 
-def _best_known_kernel(w, kern, values, threads, target, cold):
-    """The ``schedlang`` row's kernel: the hand-written one (``kern``), or the schedule the
-    tuning database holds for this workload, target and thread count when that one is
-    correct and faster in a short run of both (SPEC: the best schedule known)."""
+def _best_known_kernel(w, outs, kern, values, threads, target, cold):
+    """The ``schedlang`` row's kernel: the hand-written one (``kern``, compiled from the
+    workload's algorithm ``outs``), or the schedule the tuning database holds for this
+    workload, target and thread count when that one is correct and faster in a short run
+    of both (SPEC: the best schedule known)."""
     import numpy as np
 
     import schedlang as sl
     from schedlang.autotune.database import TuningDatabase
     from schedlang.autotune.keys import workload_key
     from schedlang.bench.timing import measure_in_turns
-    outs, _ = w.algorithm()
     tuned = TuningDatabase().load_schedule(workload_key([outs], target, threads=threads), [outs])
     if tuned is None:
         return kern
@@ -186,7 +186,7 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
     rows = []
     cold = runs_start_cold(values, want)
     if dtype == "float32":
-        kern = _best_known_kernel(w, kern, values, threads, target, cold)
+        kern = _best_known_kernel(w, outs, kern, values, threads, target, cold)
 
     systems = {"schedlang": lambda: kern(**values)}
     if beam and dtype == "float32":

@@ -19,8 +19,7 @@ def _first_store(s):
     """The Func of the first Provide in statement ``s``, or None."""
     if isinstance(s, ir.Provide):
         return s.func
-    parts = s.stmts if isinstance(s, ir.Block) else [getattr(s, f) for f in s.children]
-    for c in parts:
+    for c in ir.child_stmts(s):
         found = None if c is None else _first_store(c)
         if found is not None:
             return found

@@ -599,14 +599,15 @@ class Schedule:
                                 f"{self._level_text(compute)}, but {why}")
 
     def placed_in(self, g):
-        """The Funcs computed or stored in a loop of ``g``, as (Func, "computed at g.x")
-        pairs. Example: ``s.placed_in(h)`` after ``s[f].compute_at(h, y)``."""
+        """The Funcs computed or stored in a loop of ``g``, as (Func, level, "computed" or
+        "stored") triples; a level is ``("at", g, stage, loop)``.
+        Example: ``s.placed_in(h)`` after ``s[f].compute_at(h, y)``."""
         out = []
         for f in self.funcs:
             fs = self.fsched[id(f)]
-            for level, how in ((fs.compute, "computed at"), (fs.store, "stored at")):
+            for level, how in ((fs.compute, "computed"), (fs.store, "stored")):
                 if level is not None and level[0] == "at" and level[1] is g:
-                    out.append((f, f"{how} {self._level_text(level)}"))
+                    out.append((f, level, how))
         return out
 
     def _check_placements_in(self, st, loops, directive):
@@ -614,18 +615,16 @@ class Schedule:
         a split, fuse, reorder, a parallel or GPU mark) must keep legal every Func computed
         or stored in them: its loop must still exist, and a double-buffered one stay serial."""
         names = dict(loops)
-        for f in self.funcs:
-            fs = self.fsched[id(f)]
-            for level, how in ((fs.compute, "computed"), (fs.store, "stored")):
-                if level is None or level[0] != "at" or level[1] is not st.func or \
-                        level[2] != st.index or level[3] in names:
-                    continue
+        for f, level, how in self.placed_in(st.func):
+            if level[2] == st.index and level[3] not in names:
                 place = "compute_at" if how == "computed" else "store_at"
                 raise ScheduleError(
                     f"{directive} on {st.name}: {f.name} is {how} at {self._level_text(level)} "
                     f"({place}), a loop this directive removes (the loops would be "
                     f"{', '.join(names)}); change {st.func.name}'s loops before placing "
                     f"{f.name}, or place it again at one of the new loops")
+        for f in self.funcs:
+            fs = self.fsched[id(f)]
             compute = fs.compute
             if compute[0] != "at" or compute[1] is not st.func or compute[2] != st.index:
                 continue

@@ -665,8 +665,9 @@ class StageSchedule:
                                 "stages and cannot be inlined; use compute_root or compute_at")
         placed = self.schedule.placed_in(f)
         if placed:
-            g, level = placed[0]
-            raise ScheduleError(f"compute_inline on {f.name}: {g.name} is {level}, a loop of "
+            g, level, how = placed[0]
+            raise ScheduleError(f"compute_inline on {f.name}: {g.name} is {how} at "
+                                f"{self.schedule._level_text(level)}, a loop of "
                                 f"{f.name}, but an inlined Func has no loops; place {g.name} "
                                 "elsewhere first (compute_root, or compute_at another "
                                 "consumer)")

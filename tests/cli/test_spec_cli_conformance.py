@@ -322,7 +322,7 @@ def test_the_schedlang_row_uses_a_stored_tuned_schedule_when_it_is_faster(monkey
     values = w.inputs()
     outs, hand = w.algorithm()
     hand_kern = sl.compile(outs, hand)
-    assert cli._best_known_kernel(w, hand_kern, values, 1, "llvm", False) is hand_kern
+    assert cli._best_known_kernel(w, outs, hand_kern, values, 1, "llvm", False) is hand_kern
     tuned = sl.Schedule(outs)
     tuned[outs].split("j", 16, names=("jo", "ji"))
     tuned[outs].vectorize("ji")
@@ -332,10 +332,10 @@ def test_the_schedlang_row_uses_a_stored_tuned_schedule_when_it_is_faster(monkey
         return lambda fns, cold, budget_s: {n: types.SimpleNamespace(median=times[n])
                                              for n in fns}
     monkeypatch.setattr(timing, "measure_in_turns", fake({"hand": 2.0, "tuned": 1.0}))
-    got = cli._best_known_kernel(w, hand_kern, values, 1, "llvm", False)
+    got = cli._best_known_kernel(w, outs, hand_kern, values, 1, "llvm", False)
     assert got is not hand_kern and "C.s0.jo in [0, 2)" in got.loop_ir
     monkeypatch.setattr(timing, "measure_in_turns", fake({"hand": 1.0, "tuned": 2.0}))
-    assert cli._best_known_kernel(w, hand_kern, values, 1, "llvm", False) is hand_kern
+    assert cli._best_known_kernel(w, outs, hand_kern, values, 1, "llvm", False) is hand_kern
 
 
 def test_bench_measures_a_repeated_thread_count_or_size_once(tmp_path):
