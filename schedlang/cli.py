@@ -103,20 +103,27 @@ def _beam_schedule(w, outs, hand, target, beam, threads):
     key = workload_key([outs], target, threads=threads)
     found = TuningDatabase().load_schedule(key, [outs], min_beam=beam)
     if found is None:
-        print(f"tuning {w.name} {w.shape_text} (beam {beam}, {threads} threads) for the "
+        print(f"tuning {w.name} {w.shape_text} (beam {beam}, {threads} "
+              f"thread{'s' if threads != 1 else ''}) for the "
               "schedlang-beam row", file=sys.stderr, flush=True)
         found = tune(outs, target=target, beam=beam, budget_s=budget_from_env(),
                      threads=threads, seeds=(hand,)).schedule
     return found
 
 
-def _beam_row_kernel(w, values, threads, target, beam):
-    """The schedlang-beam kernel of a workload, checked against numpy before it is timed."""
+def _beam_row_kernel(w, values, threads, target, beam, schedule_json=None):
+    """The schedlang-beam kernel of a workload, checked against numpy before it is timed.
+    ``schedule_json``: the schedule the parent process tuned (so a tuning database that
+    could not store it does not make this process tune again); else the database's."""
     import numpy as np
 
     import schedlang as sl
     outs, hand = w.algorithm()
-    kern = sl.compile(outs, _beam_schedule(w, outs, hand, target, beam, threads), target=target)
+    if schedule_json is not None:
+        found = sl.Schedule.from_json(schedule_json, outs)
+    else:
+        found = _beam_schedule(w, outs, hand, target, beam, threads)
+    kern = sl.compile(outs, found, target=target)
     kern.num_threads = threads
     err = float(np.max(np.abs(kern(**values).astype(np.float64) - w.numpy(**values))))
     if not err <= w.tolerance():
@@ -157,8 +164,9 @@ def _best_known_kernel(w, outs, kern, values, threads, target, cold):
 
 
 def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, dtype="float32",
-            beam=0):
-    """Measure one (workload, size) at one thread count; returns CSV-shaped dict rows."""
+            beam=0, beam_schedule_json=None):
+    """Measure one (workload, size) at one thread count; returns CSV-shaped dict rows.
+    ``beam_schedule_json``: the schedlang-beam row's schedule, already tuned."""
     import numpy as np
 
     import schedlang as sl
@@ -190,7 +198,7 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
 
     systems = {"schedlang": lambda: kern(**values)}
     if beam and dtype == "float32":
-        beam_kern = _beam_row_kernel(w, values, threads, target, beam)
+        beam_kern = _beam_row_kernel(w, values, threads, target, beam, beam_schedule_json)
         systems["schedlang-beam"] = lambda: beam_kern(**values)
     if "numpy" in compare:
         systems["numpy"] = lambda: w.numpy(**values)
@@ -206,14 +214,22 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
     return rows
 
 
-def _child_rows(args, workload, size, threads, dtype="float32"):
+def _child_rows(args, workload, size, threads, dtype="float32", beam_schedule_json=None):
+    """Rows of one measurement, run in a fresh process with its thread counts set."""
+    import tempfile
     env = dict(os.environ)
     for k in THREAD_ENV:
         env[k] = str(threads)
-    cmd = [sys.executable, "-m", "schedlang.cli", "_measure", workload, size, str(threads),
-           ",".join(args.compare), args.target, str(args.stride), str(args.kernel), dtype,
-           str(args.beam)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="schedlang-bench-") as tmp:
+        schedule_file = "-"
+        if beam_schedule_json is not None:
+            schedule_file = os.path.join(tmp, "beam_schedule.json")
+            with open(schedule_file, "w") as fh:
+                fh.write(beam_schedule_json)
+        cmd = [sys.executable, "-m", "schedlang.cli", "_measure", workload, size, str(threads),
+               ",".join(args.compare), args.target, str(args.stride), str(args.kernel), dtype,
+               str(args.beam), schedule_file]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     sys.stderr.write(out.stderr)   # notes (a skipped row) and, on failure, the error
     if out.returncode != 0:
         raise SystemExit(out.returncode)
@@ -366,15 +382,17 @@ def cmd_bench(args):
     for n in names:             # every --size is checked before anything is tuned or measured
         for size in args.size or []:
             make_workload(n, size, args.stride, args.kernel)
+    beam_json = {}
     if args.beam:
         # tune here, once per thread count (the tuning database keys schedules by it),
-        # before the measuring children start; each child then finds its schedule there
+        # before the measuring children start; each child is handed its schedule
         for n in names:
             for size in args.size or list(WORKLOADS[n].default_sizes):
                 w = make_workload(n, size, args.stride, args.kernel)
                 outs, hand = w.algorithm()
                 for t in threads:
-                    _beam_schedule(w, outs, hand, args.target, args.beam, t)
+                    beam_json[n, size, t] = _beam_schedule(
+                        w, outs, hand, args.target, args.beam, t).to_json()
     _note_missing_halide(args.compare)
     winograd = args.stride == 1 and args.kernel == 3
     rows = []
@@ -383,7 +401,7 @@ def cmd_bench(args):
         for size in sizes:
             for t in threads:
                 for dtype in (args.dtype if n == "gemm" else ["float32"]):
-                    part = _child_rows(args, n, size, t, dtype)
+                    part = _child_rows(args, n, size, t, dtype, beam_json.get((n, size, t)))
                     rows.extend(part)
                     _print_table(part, winograd) if args.verbose else None
     if "conv" in names and (args.stride != 1 or args.kernel != 3):
@@ -483,10 +501,14 @@ def main(argv=None):
     if argv[:1] == ["_measure"]:
         workload, size, threads, compare, target, stride, kernel, dtype = argv[1:9]
         beam = int(argv[9]) if len(argv) > 9 else 0
+        beam_schedule_json = None
+        if len(argv) > 10 and argv[10] != "-":
+            with open(argv[10]) as fh:
+                beam_schedule_json = fh.read()
         from schedlang.errors import SchedlangError
         try:
             rows = run_one(workload, size, int(threads), compare.split(","), target,
-                           int(stride), int(kernel), dtype, beam)
+                           int(stride), int(kernel), dtype, beam, beam_schedule_json)
         except SchedlangError as e:     # the parent shows this line, not a traceback
             raise SystemExit(f"schedlang bench: {type(e).__name__}: {e}") from None
         print(json.dumps(rows))

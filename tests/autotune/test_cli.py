@@ -40,3 +40,23 @@ def test_bench_beam_adds_a_schedlang_beam_row(tmp_path, monkeypatch, capsys):
 def test_tune_cli_rejects_a_thread_count_below_one():
     with pytest.raises(SystemExit, match="--threads 0: the thread count must be >= 1"):
         main(["tune", "gemm", "--size", "16", "--threads", "0"])
+
+
+def test_bench_beam_tunes_once_when_the_database_cannot_store(tmp_path, monkeypatch):
+    """The measuring child gets the parent's tuned schedule, so a database that cannot
+    store it (here: the cache path is a file) does not make the child tune again."""
+    import subprocess
+    import sys
+    blocked = tmp_path / "not_a_folder"
+    blocked.write_text("")
+    env = {**__import__("os").environ, "SCHEDLANG_CACHE": str(blocked),
+           "SCHEDLANG_BEAM_BUDGET_S": "2"}
+    path = tmp_path / "rows.csv"
+    r = subprocess.run([sys.executable, "-m", "schedlang.cli", "bench", "blur", "--size", "64",
+                        "--beam", "1", "--compare", "numpy", "--threads", "1", "--csv",
+                        str(path)], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("tuning blur 64x64 (beam 1, 1 thread)") == 1, r.stderr
+    assert "was not stored" in r.stderr
+    rows = list(csv.DictReader(open(path)))
+    assert [r["system"] for r in rows] == ["schedlang", "schedlang-beam", "numpy"]

@@ -115,7 +115,7 @@ def test_size_forms_that_do_not_fit_are_refused(workload, size):
 def test_bench_all_runs_every_workload_and_threads_apply_to_each(monkeypatch):
     calls = []
 
-    def fake_rows(args, workload, size, threads, dtype="float32"):
+    def fake_rows(args, workload, size, threads, dtype="float32", beam_schedule_json=None):
         calls.append((workload, size, threads))
         return [{"workload": workload, "shape": size, "system": s, "threads": threads,
                  "median_s": 1e-3, "min_s": 1e-3, "rate": 1.0, "unit": "GFLOP/s"}
