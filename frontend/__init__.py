@@ -28,6 +28,7 @@ from .shape_ops import (concat, expand, flatten, getitem, pad, permute, reshape,
 from .shape_ops import slice_ as slice  # noqa: A004 - the op's name
 from .tensor import Tensor, cache_info, clear_cache  # noqa: F401
 from .tensor import topo_order as _topo_order
+from .tensor import with_argument_check as _with_argument_check
 
 __all__ = [
     "Tensor", "as_tensor", "broadcast_shapes", "cache_info", "clear_cache", "where",
@@ -40,6 +41,15 @@ __all__ = [
     "expand", "flatten", "getitem", "pad", "permute", "reshape", "slice", "squeeze",
     "transpose", "unsqueeze",
 ]
+
+# every op, as function and as method, refuses arguments it cannot take with an
+# AlgorithmError that names it
+for _name in __all__:
+    if _name not in ("Tensor", "cache_info", "clear_cache"):
+        globals()[_name] = _with_argument_check(globals()[_name], _name)
+Tensor.__init__ = _with_argument_check(Tensor.__init__, "Tensor", bound_first=True)
+Tensor.input = classmethod(_with_argument_check(Tensor.input.__func__, "Tensor.input",
+                                                   bound_first=True))
 
 # Methods of Tensor: name -> function whose first argument is the tensor.
 _METHODS = {

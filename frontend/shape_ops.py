@@ -366,8 +366,10 @@ def pad(x, pad_width, value=0, mode="constant", *, constant_values=None):
                 raise sl.AlgorithmError(f"pad: mode {mode!r} cannot extend the empty dimension "
                                         f"of shape {x.shape} (numpy cannot either); use "
                                         "mode='constant'")
-            # nothing to read: every element is the fill, as numpy.pad gives
-            fill = _pad_value(x, value)
+            # nothing to read: every element is a fill, as numpy.pad gives
+            fill = _pad_fills(x, value)
+            if isinstance(fill, tuple):
+                return _pad_per_side(x, pairs, fill, shape)
             return Tensor.make("pad", (tuple(pairs), scalar_key(fill)), [x], shape, x.dtype,
                                lambda idx: sl.cast(x.dtype, fill))
     if mode != "constant":
@@ -403,9 +405,11 @@ def _pad_per_side(x, pairs, fills, shape):
     """A constant pad with its own fill per dim and side: numpy pads one axis after the
     other, so where an element is outside along several axes the last one's fill wins."""
     def index_fn(idx):
-        src = [j if a == 0 and b == 0 else _constant_pad_source(j, a, n)
-               for j, (a, b), n in zip(idx, pairs, x.shape)]
-        value = x.element(src)
+        if 0 in x.shape:    # every element is outside along the empty dim: all fills
+            value = sl.cast(x.dtype, 0)
+        else:
+            value = x.element([j if a == 0 and b == 0 else _constant_pad_source(j, a, n)
+                               for j, (a, b), n in zip(idx, pairs, x.shape)])
         for j, (a, b), n, (before, after) in zip(idx, pairs, x.shape, fills):
             if b:
                 value = sl.select(j >= a + n, sl.cast(x.dtype, after), value)
@@ -552,7 +556,14 @@ def _is_axis(v):
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
-_UNSET = object()      # an argument not given (None means something else)
+class _Unset:
+    """An argument not given (None means something else); shown as its default, 0."""
+
+    def __repr__(self):
+        return "0"
+
+
+_UNSET = _Unset()
 
 
 def concat(tensors, *more, axis=_UNSET, dim=None):

@@ -15,7 +15,9 @@ loops: ``.numpy()`` builds an output Func and a default Schedule, compiles them 
 """
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import itertools
 
 import numpy as np
@@ -33,6 +35,26 @@ _names = itertools.count()
 # are used, as the algorithm language walks them) grows beyond this is stored in its own
 # compute_root Func, so that chains like ``x.gelu().gelu()...`` stay linear in size.
 MAX_INLINE_NODES = 64
+
+
+def with_argument_check(fn, op, bound_first=False):
+    """``fn``, whose calls with arguments its signature cannot take raise an
+    ``sl.AlgorithmError`` naming the op and its signature (Python's own TypeError would not
+    say which op, nor that the mistake is in a schedlang call). Example:
+    ``pad = with_argument_check(pad, "pad")``; ``x.pad(1, foo=1)`` then says
+    ``pad: got an unexpected keyword argument 'foo'; it takes pad(x, pad_width, ...)``.
+    ``bound_first``: ``fn``'s first parameter is bound for the user (a classmethod's cls)."""
+    sig = inspect.signature(fn)
+    shown = sig.replace(parameters=list(sig.parameters.values())[1:]) if bound_first else sig
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise sl.AlgorithmError(f"{op}: {e}; it takes {op}{shown}") from None
+        return fn(*args, **kwargs)
+    return checked
 
 
 def tree_size(e, memo=None) -> int:

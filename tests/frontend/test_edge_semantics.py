@@ -137,6 +137,19 @@ def test_other_libraries_arrays_are_operands_like_numpy_arrays():
     (lambda x: F.conv2d(x.reshape(1, 3, 4, 1), np.ones((3, 3, 1, 1), np.float32), groups=0),
      "conv2d: groups must be an int >= 1, got 0"),
     (lambda x: F.cast(sl.int8, x), "cast: the Tensor comes first, then the dtype"),
+    # arguments an op's signature cannot take: the op and its signature, not a TypeError
+    (lambda x: x.pad(1, foo=1), "pad: got an unexpected keyword argument 'foo'; it takes "
+                                "pad(x, pad_width, value=0, mode='constant'"),
+    (lambda x: F.concat([x, x], foo=1), "concat: got an unexpected keyword argument 'foo'; "
+                                        "it takes concat(tensors, *more, axis=0, dim=None)"),
+    (lambda x: F.matmul(x, x, x), "matmul: too many positional arguments; it takes matmul(a, b)"),
+    (lambda x: F.matmul(x), "matmul: missing a required argument: 'b'"),
+    (lambda x: F.getitem(x, 0, 1), "getitem: too many positional arguments"),
+    (lambda x: x.transpose(0, 1, foo=1), "transpose: got an unexpected keyword argument"),
+    (lambda x: x.relu(1), "relu: too many positional arguments; it takes relu(x)"),
+    (lambda x: Tensor.input("y"), "Tensor.input: missing a required argument: 'shape'; it "
+                                  "takes Tensor.input(name, shape, dtype=sl.float32)"),
+    (lambda x: Tensor(), "Tensor: missing a required argument: 'data'; it takes Tensor(data)"),
 ])
 def test_misuse_names_the_op_and_the_argument(call, message):
     x = Tensor(np.ones((3, 4), np.float32))
@@ -207,6 +220,11 @@ def test_constant_pad_of_an_empty_dimension_is_the_fill():
     np.testing.assert_array_equal(got, np.pad(z, ((1, 1), (0, 1)), constant_values=2))
     with pytest.raises(sl.AlgorithmError, match="pad: mode 'edge' cannot extend the empty"):
         F.pad(Tensor(z), ((1, 1), (0, 0)), mode="edge")
+    # a fill per dim and side, as numpy: where several axes pad an element, the last wins
+    for width in (1, ((0, 1), (2, 0))):
+        fills = ((1, 2), (3, 4))
+        got = Tensor(z).pad(width, constant_values=fills).numpy()
+        np.testing.assert_array_equal(got, np.pad(z, width, constant_values=fills))
 
 
 def test_integer_avg_pool_divides_in_float64_whatever_the_options():
