@@ -280,11 +280,15 @@ def _print_low_precision_ratios(rows):
 
 def _write_csv(rows, path):
     import csv
-    with open(path, "w", newline="") as fh:
-        wr = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
-        wr.writeheader()
-        for r in rows:
-            wr.writerow({k: r[k] for k in CSV_COLUMNS})
+    try:
+        with open(path, "w", newline="") as fh:
+            wr = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
+            wr.writeheader()
+            for r in rows:
+                wr.writerow({k: r[k] for k in CSV_COLUMNS})
+    except OSError as e:
+        raise SystemExit(f"--csv {path}: cannot write it ({e.strerror or e}); the table above "
+                         "has the same rows") from None
 
 
 def _plot(rows, path):
@@ -311,7 +315,10 @@ def _plot(rows, path):
     ax.set_ylabel("rate (GFLOP/s or GB/s)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    try:
+        fig.savefig(path)
+    except OSError as e:
+        raise SystemExit(f"--plot {path}: cannot write it ({e.strerror or e})") from None
 
 
 def _thread_counts(text):
@@ -337,6 +344,15 @@ def _check_writable(flag, path):
         raise SystemExit(f"{flag} {path}: the folder {folder} does not exist; create it first")
     if not os.access(path if os.path.exists(path) else folder, os.W_OK):
         raise SystemExit(f"{flag} {path}: cannot write there (permission denied)")
+    # os.access says yes to root everywhere: open it for real (and leave no new file)
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        raise SystemExit(f"{flag} {path}: cannot write there ({e.strerror or e})") from None
+    if not existed:
+        os.remove(path)
 
 
 def _check_plot_format(path):
@@ -482,7 +498,8 @@ def cmd_tune(args):
     from schedlang.autotune.keys import check_threads
     threads = check_threads(args.threads)       # the database keys the result by it
     print(f"tuning {w.name} {w.shape_text}: beam {args.beam}, budget {args.budget_s:g} s, "
-          f"strategy {args.strategy}, {threads} threads", file=sys.stderr, flush=True)
+          f"strategy {args.strategy}, {threads} thread{'s' if threads != 1 else ''}",
+          file=sys.stderr, flush=True)
     result = tune(outs, target=args.target, beam=args.beam, budget_s=args.budget_s,
                   strategy=args.strategy, threads=threads, summary=False,
                   seeds=(hand,))     # the search also starts from the bench's own schedule
@@ -518,7 +535,8 @@ def main(argv=None):
     b = sub.add_parser("bench", help="measure kernels against numpy / torch")
     b.add_argument("workload", nargs="?", default="all")
     b.add_argument("--target", default="llvm")
-    b.add_argument("--size", action="append")
+    b.add_argument("--size", action="extend", type=lambda t: [x for x in t.split(",") if x] or [t],
+                   help="a size, or several as 1024,2048 or a repeated --size")
     b.add_argument("--beam", type=int, default=0)
     b.add_argument("--compare", default=",".join(DEFAULT_COMPARE),
                    type=lambda t: [x for x in t.split(",") if x],

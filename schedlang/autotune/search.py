@@ -35,6 +35,9 @@ from .space import children, realize
 from .templates import seed_schedules
 
 STRATEGIES = ("beam", "model")
+# How long past the budget the known start points (a stored, given or frontend schedule)
+# may still be compiled and timed.
+KNOWN_SEED_GRACE_S = 30.0
 # Rounds in a row without this relative gain end the search before the budget does.
 MIN_GAIN = 0.01
 PATIENCE = 2
@@ -204,25 +207,29 @@ class _Search:
         self.good.append(cand)
         self._record(cand)
 
-    def evaluate(self, items, n_measure=None, always=()):
+    def evaluate(self, items, n_measure=None, always=(), past_budget=False):
         """Compile and measure ``items`` (``(action, Schedule)``); with ``n_measure`` only the
         items whose actions are in ``always`` and the ``n_measure`` others the cost model
-        ranks best are compiled and timed."""
+        ranks best are compiled and timed. ``past_budget``: measure them even when the
+        budget is spent (up to KNOWN_SEED_GRACE_S more)."""
         items = [(a, s) for a, s in items if s.to_json() not in self.seen]
         keep_first = sum(1 for a, _ in items if a in always)
         # the items to time in any case go first
         items = [x for x in items if x[0] in always] + [x for x in items if x[0] not in always]
         for _, s in items:
             self.seen.add(s.to_json())
-        if not items or self.left() <= 0:
+        deadline = self.deadline
+        if past_budget:
+            deadline = max(deadline, time.perf_counter() + KNOWN_SEED_GRACE_S)
+        if not items or (self.left() <= 0 and not past_budget):
             return
         t0 = time.perf_counter()
         self.report.proposed += len(items)
         jsons = [s.to_json() for _, s in items]
         if n_measure is None or n_measure + keep_first >= len(items):
-            results = self.pool.run(jsons, jit=True, deadline=self.deadline)
+            results = self.pool.run(jsons, jit=True, deadline=deadline)
         else:
-            results = self.pool.run(jsons, jit=False, deadline=self.deadline)
+            results = self.pool.run(jsons, jit=False, deadline=deadline)
             ok = [k for k, r in enumerate(results) if r.ok]
             self._train()
             scores = self.model.predict([results[k].features for k in ok]) if ok else []
@@ -231,7 +238,7 @@ class _Search:
             # keep_first of ok are not those when one of them failed to lower)
             chosen = [k for k in ok if k < keep_first]
             chosen += [k for k in ranked if k not in chosen][:n_measure]
-            compiled = self.pool.compile_lowered([results[k] for k in chosen], self.deadline)
+            compiled = self.pool.compile_lowered([results[k] for k in chosen], deadline)
             for k, r in zip(chosen, compiled):
                 results[k] = r
             for k, r in enumerate(results):
@@ -243,17 +250,17 @@ class _Search:
             for k, r in enumerate(results):
                 if not r.ok:
                     self._fail(items[k][0], r.kind, r.message)
-        self._measure(items, results)
+        self._measure(items, results, past_budget)
         self.spent_per_candidate.append((time.perf_counter() - t0) / max(1, len(jsons)))
 
-    def _measure(self, items, results):
+    def _measure(self, items, results, past_budget=False):
         for (action, s), r in zip(items, results):
             if not r.ok:
                 continue
             if r.ir_hash in self.by_ir:
                 self.report.duplicates += 1
                 continue
-            if self.left() <= 0:
+            if self.left() <= 0 and not past_budget:
                 break
             best = self.best()
             try:
@@ -311,10 +318,11 @@ class _Search:
     def run(self, seeds):
         self.add_default()
         # a stored, given or frontend schedule is compiled and timed before the templates,
-        # whose compiles can take the whole budget on a large pipeline
+        # whose compiles can take the whole budget on a large pipeline; even past a tiny
+        # budget, since the result must not be slower than a schedule the caller knows
         known = [x for x in seeds if x[0] in KNOWN_SEEDS]
         if known:
-            self.evaluate(known)
+            self.evaluate(known, past_budget=True)
             seeds = [x for x in seeds if x[0] not in KNOWN_SEEDS]
         if self.strategy == "model":
             # seeds come best guess first within each template family: the first of each

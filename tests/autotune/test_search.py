@@ -171,6 +171,20 @@ def test_candidates_that_fail_to_compile_are_counted_not_fatal():
     check_matmul(sl.compile(C, r.schedule), 32)
 
 
+def test_a_given_seed_is_measured_even_when_the_budget_is_tiny():
+    """A search cut short must not return the default schedule when the caller handed
+    it a faster one: the known start points are timed past the budget."""
+    C = matmul(96)
+    hand = sl.Schedule(C)
+    jo, ji = hand[C].split("j", 16, names=("jo", "ji"))
+    hand[C].reorder("i", "jo", "k", "ji").vectorize(ji)
+    r = tune(C, beam=2, budget_s=0.05, seeds=(hand,), threads=1, progress=False, store=False)
+    assert r.report.measured >= 1
+    assert r.schedule.to_json() != sl.Schedule(C).to_json()
+    assert r.report.best_s < r.report.default_s
+    check_matmul(sl.compile(C, r.schedule), 96)
+
+
 def test_candidates_that_crash_the_compiler_are_counted_as_failures(monkeypatch):
     real = measure.lower_pipeline
 

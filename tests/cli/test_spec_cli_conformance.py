@@ -347,6 +347,32 @@ def test_bench_measures_a_repeated_thread_count_or_size_once(tmp_path):
                                                                 ("numpy", "1")]
 
 
+def test_bench_takes_several_sizes_as_a_comma_list(tmp_path):
+    out = tmp_path / "rows.csv"
+    r = _schedlang("bench", "gemm", "--size", "16,24", "--size", "16", "--threads", "1",
+                   "--compare", "numpy", "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    assert [(x["shape"], x["system"]) for x in _rows(out)] == [
+        ("16x16x16", "schedlang"), ("16x16x16", "numpy"),
+        ("24x24x24", "schedlang"), ("24x24x24", "numpy")]
+
+
+def test_a_csv_file_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path):
+    """The check opens the file for real: as root, os.access says every path is writable."""
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    r = _schedlang("bench", "gemm", "--size", "16", "--threads", "1", "--compare", "numpy",
+                   "--csv", str(blocked / "rows.csv"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"--csv {blocked / 'rows.csv'}: " in r.stderr
+    if os.path.exists("/dev/full"):     # opens, but every write fails: after the table
+        r = _schedlang("bench", "gemm", "--size", "16", "--threads", "1", "--compare",
+                       "numpy", "--csv", "/dev/full")
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert "--csv /dev/full: cannot write it (No space left on device)" in r.stderr
+        assert "gemm" in r.stdout
+
+
 def test_a_stride_2_conv_run_does_not_mention_winograd():
     r = _schedlang("bench", "conv", "--size", "1x8x10x10x8", "--stride", "2", "--threads", "1",
                    "--compare", "numpy")
