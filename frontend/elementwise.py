@@ -20,7 +20,7 @@ import schedlang as sl
 from schedlang.algo import expr as E
 from schedlang.algo import types as T
 
-from .tensor import Tensor, is_scalar, scalar_key
+from .tensor import Tensor, is_scalar, scalar_key, shape_text
 
 
 def _is_array_like(x):
@@ -47,16 +47,18 @@ def as_tensor(x, op=None):
                             f"{_kind(x)}; wrap data in Tensor(np.asarray(...))")
 
 
-def broadcast_shapes(*shapes, op="broadcast"):
-    """The numpy broadcast of ``shapes``; an ``sl.AlgorithmError`` naming them if they
-    do not broadcast. Example: ``broadcast_shapes((2, 1), (3,)) == (2, 3)``."""
+def broadcast_shapes(*shapes, op="broadcast", texts=None):
+    """The numpy broadcast of ``shapes``; an ``sl.AlgorithmError`` naming them (``texts``:
+    how to show each, e.g. ``"(3, 4) of A"``) if they do not broadcast. Example:
+    ``broadcast_shapes((2, 1), (3,)) == (2, 3)``."""
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for d in range(ndim):
         sizes = {s[len(s) - ndim + d] for s in shapes if len(s) - ndim + d >= 0}
         sizes.discard(1)
         if len(sizes) > 1:
-            raise sl.AlgorithmError(f"{op}: shapes {', '.join(str(tuple(s)) for s in shapes)} do "
+            shown = texts or [str(tuple(s)) for s in shapes]
+            raise sl.AlgorithmError(f"{op}: shapes {', '.join(shown)} do "
                                     f"not broadcast (dimension {d - ndim}: sizes "
                                     f"{sorted(sizes)})")
         out.append(sizes.pop() if sizes else 1)
@@ -176,7 +178,8 @@ def elementwise(op, fn, *operands, extra=(), promote=True):
     tensors = [x for x in operands if isinstance(x, Tensor)]
     if not tensors:
         raise sl.AlgorithmError(f"{op}: at least one operand must be a Tensor")
-    shape = broadcast_shapes(*(t.shape for t in tensors), op=op)
+    shape = broadcast_shapes(*(t.shape for t in tensors), op=op,
+                             texts=[shape_text(t) for t in tensors])
     layout = tuple("T" if isinstance(x, Tensor) else scalar_key(x) for x in operands)
 
     def index_fn(idx):

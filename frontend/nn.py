@@ -19,7 +19,7 @@ from schedlang.algo import expr as E
 
 from . import elementwise as EW
 from . import shape_ops as S
-from .tensor import Tensor, fresh_name, transposing_reads
+from .tensor import Tensor, fresh_name, shape_text, transposing_reads
 from .winograd import winograd_conv3x3, winograd_tile
 
 _REDUCERS = {"sum": sl.sum, "max": sl.maximum, "min": sl.minimum}
@@ -200,7 +200,8 @@ def matmul(a, b):
     b2 = S.unsqueeze(b, -1) if b.ndim == 1 else b
     K = a2.shape[-1]
     if b2.shape[-2] != K:
-        raise sl.AlgorithmError(f"matmul: shapes {a.shape} and {b.shape} do not match: the "
+        raise sl.AlgorithmError(f"matmul: shapes {shape_text(a)} and {shape_text(b)} do not "
+                                f"match: the "
                                 f"inner dimensions are {K} and {b2.shape[-2]}")
     batch = EW.broadcast_shapes(a2.shape[:-2], b2.shape[:-2], op="matmul batch dims of "
                                 f"{a.shape} @ {b.shape}")

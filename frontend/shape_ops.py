@@ -18,7 +18,7 @@ from schedlang.algo import expr as E
 from schedlang.algo import types as T
 
 from .elementwise import as_tensor, cast, promote_operands
-from .tensor import Tensor, scalar_key
+from .tensor import Tensor, scalar_key, shape_text
 
 _INT32_MAX = 2**31 - 1
 
@@ -109,11 +109,12 @@ def reshape(x, *shape, **kw):
     known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
     if -1 in shape:
         if known == 0 or x.size % known:
-            raise sl.AlgorithmError(f"reshape: cannot reshape a tensor of shape {x.shape} into "
+            raise sl.AlgorithmError(f"reshape: cannot reshape a tensor of shape {shape_text(x)} "
+                                    f"into "
                                     f"{shape}")
         shape = tuple(x.size // known if s == -1 else s for s in shape)
     if any(s < 0 for s in shape) or int(np.prod(shape, dtype=np.int64)) != x.size:
-        raise sl.AlgorithmError(f"reshape: cannot reshape a tensor of shape {x.shape} "
+        raise sl.AlgorithmError(f"reshape: cannot reshape a tensor of shape {shape_text(x)} "
                                 f"({x.size} elements) into {shape}")
     if shape == x.shape:
         return x

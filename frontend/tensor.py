@@ -57,6 +57,14 @@ def with_argument_check(fn, op, bound_first=False):
     return checked
 
 
+def shape_text(t) -> str:
+    """``t``'s shape for a message, with its name when the user gave it one:
+    ``shape_text(Tensor.input("A", (3, 4)))`` is ``"(3, 4) of A"``."""
+    shape = tuple(getattr(t, "shape", ()))
+    name = getattr(t, "user_name", None)
+    return f"{shape} of {name}" if name else str(shape)
+
+
 def tree_size(e, memo=None) -> int:
     """Number of nodes of expression ``e`` counted as a tree (linear time on the DAG)."""
     memo = {} if memo is None else memo
@@ -141,6 +149,8 @@ class Tensor:
         self.input_node, self.array = inp, stored
 
     # ------------------------------------------------------------------ construction
+    user_name = None    # the name given to Tensor.input (others have none a user knows)
+
     def _init(self, op, params, srcs, shape, dtype, index_fn, func=None, root=False):
         self.op, self.params, self.srcs = op, params, tuple(srcs)
         self.shape, self.dtype, self.index_fn = tuple(int(s) for s in shape), dtype, index_fn
@@ -195,6 +205,7 @@ class Tensor:
         fn = lambda idx: inp[tuple(idx)]  # noqa: E731
         t = cls.make("input", (name,), (), shape, dtype, fn)
         t.input_node = inp
+        t.user_name = name
         return t
 
     @classmethod

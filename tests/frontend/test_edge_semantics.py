@@ -339,3 +339,20 @@ def test_an_input_named_like_an_earlier_ops_result_is_told_to_rename_the_input()
     with pytest.raises(sl.ScheduleError, match=rf"both named '{m.func.name}'; give each a unique "
                                                r"name: rename the Input: .*Tensor.input"):
         sl.compile(x * m)
+
+
+def test_shape_errors_name_the_users_inputs():
+    A, B = Tensor.input("A", (3, 4)), Tensor.input("B", (5, 6))
+    with pytest.raises(sl.AlgorithmError, match=re.escape(
+            "matmul: shapes (3, 4) of A and (5, 6) of B do not match")):
+        A @ B
+    with pytest.raises(sl.AlgorithmError, match=re.escape(
+            "add: shapes (3, 4) of A, (5, 6) of B do not broadcast")):
+        A + B
+    with pytest.raises(sl.AlgorithmError, match=re.escape(
+            "reshape: cannot reshape a tensor of shape (3, 4) of A (12 elements) into (5, 5)")):
+        A.reshape(5, 5)
+    # an intermediate result has no name the user knows: its shape alone
+    with pytest.raises(sl.AlgorithmError, match=re.escape(
+            "matmul: shapes (3, 4) and (5, 6) of B do not match")):
+        (A * 2) @ B
