@@ -557,20 +557,27 @@ def relu(x):
     return elementwise("relu", lambda p: sl.select(p < 0, 0, p), x)
 
 
-def gelu(x):
-    """GELU, exact erf form as torch's default: ``0.5 * x * (1 + erf(x / sqrt(2)))``
-    (float16 / bfloat16 computed in float32, rounded once). Example: ``F.gelu(x)``."""
-    return in_float32(_gelu, _coerce(x, "gelu"))
+def gelu(x, approximate="none"):
+    """GELU, exact erf form as torch's default: ``0.5 * x * (1 + erf(x / sqrt(2)))``;
+    ``approximate="tanh"`` is torch's tanh form (float16 / bfloat16 computed in float32,
+    rounded once). Example: ``F.gelu(x)``."""
+    if approximate not in ("none", "tanh"):
+        raise sl.AlgorithmError(f"gelu: approximate must be 'none' or 'tanh' (as torch), got "
+                                f"{approximate!r}")
+    return in_float32(_gelu, _coerce(x, "gelu"), approximate)
 
 
-def _gelu(x):
+def _gelu(x, approximate="none"):
     """GELU in ``x``'s own float type."""
     inv_sqrt2 = 1.0 / math.sqrt(2.0)
+    sqrt_2_over_pi = math.sqrt(2.0 / math.pi)
 
     def fn(p):
         p = _float(E.to_expr(p))
+        if approximate == "tanh":
+            return 0.5 * p * (1.0 + sl.tanh(sqrt_2_over_pi * (p + 0.044715 * p * p * p)))
         return 0.5 * p * (1.0 + sl.erf(p * inv_sqrt2))
-    return elementwise("gelu", fn, x)
+    return elementwise("gelu" if approximate == "none" else "gelu_tanh", fn, x)
 
 
 def cast(x, dtype):

@@ -249,10 +249,13 @@ def _softmax_axis(op, x, axis, dim):
     return S.normalize_axis(axis, x.ndim, op)
 
 
-def _softmax_family(op, body, x, axis, dim):
+def _softmax_family(op, body, x, axis, dim, dtype=None):
     """``body(x, axis)`` of a softmax-like op along ``axis`` / ``dim``: a 0-d tensor as
-    one element, an empty axis as an empty result (torch's), half precision in float32."""
+    one element, an empty axis as an empty result (torch's), half precision in float32;
+    ``dtype``: torch's, the type ``x`` is cast to first."""
     x = EW.as_tensor(x, op)
+    if dtype is not None:
+        x = EW.cast(x, dtype)
     axis = _softmax_axis(op, x, axis, dim)
     if x.dtype.is_bool:
         raise sl.AlgorithmError(f"{op}: the input is bool, which has no {op} (torch refuses it "
@@ -264,11 +267,11 @@ def _softmax_family(op, body, x, axis, dim):
     return EW.in_float32(body, x, axis)
 
 
-def softmax(x, axis=None, *, dim=None):
+def softmax(x, axis=None, *, dim=None, dtype=None):
     """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (or torch's ``dim=``; default
     the last); the exponentials are stored once (compute_root); float16 / bfloat16 in
-    float32. Example: ``x.softmax(-1)``."""
-    return _softmax_family("softmax", _softmax, x, axis, dim)
+    float32; ``dtype`` (torch's): cast ``x`` to it first. Example: ``x.softmax(-1)``."""
+    return _softmax_family("softmax", _softmax, x, axis, dim, dtype)
 
 
 def _softmax(x, axis):
@@ -284,10 +287,10 @@ def _softmax(x, axis):
     return Tensor.materialize("softmax", (axis,), [q], q.shape, q.element)
 
 
-def log_softmax(x, axis=None, *, dim=None):
+def log_softmax(x, axis=None, *, dim=None, dtype=None):
     """``x - max - log(sum(exp(x - max)))`` along ``axis`` (or ``dim=``; default the
-    last), float16 / bfloat16 in float32: ``x.log_softmax(-1)``."""
-    return _softmax_family("log_softmax", _log_softmax, x, axis, dim)
+    last), float16 / bfloat16 in float32; ``dtype`` as softmax's: ``x.log_softmax(-1)``."""
+    return _softmax_family("log_softmax", _log_softmax, x, axis, dim, dtype)
 
 
 def _log_softmax(x, axis):
@@ -415,6 +418,9 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
     (sh, sw), (dh, dw) = _pair(stride, "conv2d stride"), _pair(dilation, "conv2d dilation")
     N, C, H, W = x.shape
     O, Cg, KH, KW = w.shape
+    if KH == 0 or KW == 0:
+        raise sl.AlgorithmError(f"conv2d: the kernel of w (shape {w.shape}) is {KH}x{KW}; its "
+                                "height and width must be >= 1, as torch requires")
     (pt, pb), (pl, pr) = _conv_padding(padding, (KH, KW), (dh, dw), (sh, sw))
     if groups < 1 or C % groups or O % groups or Cg != C // groups:
         raise sl.AlgorithmError(f"conv2d: x of shape {x.shape} and w of shape {w.shape} do not "
@@ -598,10 +604,14 @@ def _avg_divide(total, params, size):
     return Tensor.make("avg_pool2d_divide", params, [total], total.shape, dt, index_fn)
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
     """Max pooling over the last two dims (torch; padding reads -inf, stride defaults to
-    the kernel size; ``dilation`` and ``ceil_mode`` as torch).
-    Example: ``x.max_pool2d(3, stride=2, padding=1)``."""
+    the kernel size; ``dilation`` and ``ceil_mode`` as torch; ``return_indices`` must be
+    False). Example: ``x.max_pool2d(3, stride=2, padding=1)``."""
+    if return_indices is not False:
+        raise sl.AlgorithmError(f"max_pool2d: return_indices={return_indices!r} is not "
+                                "supported; only the pooled values are computed")
     return _pool("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
 
 

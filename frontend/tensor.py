@@ -45,10 +45,19 @@ def with_argument_check(fn, op, bound_first=False):
     ``pad: got an unexpected keyword argument 'foo'; it takes pad(x, pad_width, ...)``.
     ``bound_first``: ``fn``'s first parameter is bound for the user (a classmethod's cls)."""
     sig = inspect.signature(fn)
+    params = list(sig.parameters)
     shown = sig.replace(parameters=list(sig.parameters.values())[1:]) if bound_first else sig
+    # torch's keyword names of the operands: F.relu(input=x), F.conv2d(input=x, weight=w)
+    aliases = {} if bound_first or not params else {"input": params[0]}
+    if params[:2] == ["x", "w"]:
+        aliases["weight"] = "w"
+    aliases = {k: v for k, v in aliases.items() if k not in params}
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):
+        for torch_name, name in aliases.items():
+            if torch_name in kwargs and name not in kwargs:
+                kwargs[name] = kwargs.pop(torch_name)
         try:
             sig.bind(*args, **kwargs)
         except TypeError as e:

@@ -410,3 +410,46 @@ def test_row_reductions_use_vector_partials_and_column_reductions_vector_results
     assert "double" not in cols.source     # a column sum keeps float32 accumulators, as numpy
     row_sums = sl.compile(Tensor.input("x", (64, 1024)).sum(1))
     assert "x double>" in row_sums.source   # row sums accumulate in float64 vectors
+
+
+def _gelu_tanh(a):
+    a = a.astype(np.float64)
+    return 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a ** 3)))
+
+
+def test_torch_keyword_names_and_options():
+    """torch's spellings: ``input=`` / ``weight=``, ``gelu(approximate=...)``,
+    ``softmax(dtype=...)``, ``max_pool2d(return_indices=False)``."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(F.conv2d(input=Tensor(x), weight=w, padding=1).numpy(),
+                               F.conv2d(Tensor(x), w, padding=1).numpy())
+    np.testing.assert_array_equal(F.relu(input=Tensor(x)).numpy(), np.maximum(x, 0))
+    np.testing.assert_allclose(F.softmax(input=Tensor(x), dim=1).numpy(),
+                               F.softmax(Tensor(x), 1).numpy())
+    got = F.softmax(Tensor(x), dim=-1, dtype=sl.float64).numpy()
+    assert got.dtype == np.float64
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-12)
+    assert F.log_softmax(Tensor(x), -1, dtype=sl.float64).numpy().dtype == np.float64
+    g = rng.standard_normal(500).astype(np.float32) * 4
+    np.testing.assert_allclose(Tensor(g).gelu(approximate="tanh").numpy(), _gelu_tanh(g),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(F.gelu(Tensor(g), approximate="none").numpy(),
+                                  F.gelu(Tensor(g)).numpy())
+    assert F.max_pool2d(Tensor(x), 2, return_indices=False).numpy().shape == (1, 3, 4, 4)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: F.conv2d(x, np.ones((4, 3, 0, 3), np.float32)),
+     "conv2d: the kernel of w (shape (4, 3, 0, 3)) is 0x3; its height and width must be >= 1"),
+    (lambda x: F.max_pool2d(x, 2, return_indices=True),
+     "max_pool2d: return_indices=True is not supported"),
+    (lambda x: F.gelu(x, approximate="fast"), "gelu: approximate must be 'none' or 'tanh'"),
+])
+def test_torch_options_out_of_reach_are_refused_by_name(call, message):
+    x = Tensor(np.ones((1, 3, 8, 8), np.float32))
+    with pytest.raises(sl.AlgorithmError) as info:
+        call(x)
+    assert message in str(info.value)
