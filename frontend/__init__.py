@@ -100,6 +100,16 @@ _REFLECTED = {"__radd__": add, "__rsub__": sub, "__rmul__": mul, "__rtruediv__":
               "__rxor__": bitwise_xor, "__rlshift__": left_shift, "__rrshift__": right_shift}
 
 
+def _divmod(self, other):
+    """``divmod(t, other)``: ``(t // other, t % other)``, as numpy."""
+    return floordiv(self, other), mod(self, other)
+
+
+def _rdivmod(self, other):
+    """``divmod(other, t)``."""
+    return floordiv(other, self), mod(other, self)
+
+
 def _reflected(fn):
     def method(self, other):
         return fn(other, self)
@@ -107,7 +117,8 @@ def _reflected(fn):
     return method
 
 
-for _name, _fn in {**_METHODS, **_OPERATORS, "__iter__": _iter,
+for _name, _fn in {**_METHODS, **_OPERATORS, "__iter__": _iter, "__divmod__": _divmod,
+                   "__rdivmod__": _rdivmod,
                    "__schedlang_arguments__": _bound_arguments}.items():
     setattr(Tensor, _name, _fn)
 for _name, _fn in _REFLECTED.items():

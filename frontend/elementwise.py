@@ -289,7 +289,11 @@ def neg(x):
 
 
 def abs(x):  # noqa: A001
-    """Absolute value (integers stay integers): ``F.abs(x)``."""
+    """Absolute value (integers stay integers; bools stay as they are, as numpy's):
+    ``F.abs(x)``."""
+    x = _coerce(x, "abs")
+    if isinstance(x, Tensor) and x.dtype.is_bool:
+        return x
     return elementwise("abs", lambda p: sl.abs(p), x)
 
 
@@ -595,15 +599,19 @@ def cast(x, dtype):
 
 
 def where(cond, a, b):
-    """``a`` where the bool ``cond`` holds, else ``b``, with broadcasting of all three.
-    Example: ``F.where(x > 0, x, 0)``."""
+    """``a`` where ``cond`` holds, else ``b``, with broadcasting of all three; a number
+    condition holds where it is nonzero, as numpy's. Example: ``F.where(x > 0, x, 0)``."""
     def fn(c, p, q):
-        c = E.to_expr(c)
-        if not c.dtype.is_bool:
-            raise sl.AlgorithmError(f"where: the condition must be a bool Tensor (a comparison), "
-                                    f"got dtype {c.dtype}")
-        return sl.select(c, p, q)
+        return sl.select(E.to_expr(c), p, q)
+    cond = _coerce(cond, "where")
+    if isinstance(cond, Tensor) and not cond.dtype.is_bool:
+        cond = ne(cond, 0)      # before the promotion: the condition's type is not the result's
+    elif not isinstance(cond, Tensor):
+        cond = bool(cond)
     # F.where(c, bool_tensor, 0) is int64, as np.where and torch.where (the condition
-    # takes no part in the result's type)
+    # takes no part in the result's type); so is F.where(c, 1, 0)
     a, b = _bools_as_int64_beside_an_int([_coerce(a, "where"), _coerce(b, "where")])
+    if all(isinstance(v, (bool, int)) and -2**63 <= v < 2**63 for v in (a, b)) and not all(
+            isinstance(v, bool) for v in (a, b)):
+        a, b = np.int64(a), np.int64(b)
     return elementwise("where", fn, cond, a, b)

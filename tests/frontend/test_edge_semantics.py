@@ -356,3 +356,29 @@ def test_shape_errors_name_the_users_inputs():
     with pytest.raises(sl.AlgorithmError, match=re.escape(
             "matmul: shapes (3, 4) and (5, 6) of B do not match")):
         (A * 2) @ B
+
+
+@pytest.mark.parametrize("cond", [np.array([0, 2, -3], np.int32), np.array([0.0, np.nan, 1.5]),
+                                  np.array([True, False, True])])
+def test_where_as_numpys(cond):
+    """A number condition holds where nonzero and takes no part in the result's type;
+    two int literals give int64, as np.where (and torch.where) do."""
+    x = np.array([5, -6, 7], np.int8)
+    for a, b in ((1, 0), (Tensor(x), 0), (Tensor(x), Tensor(x.astype(np.float32)))):
+        got = F.where(Tensor(cond), a, b).numpy()
+        want = np.where(cond, *(v.numpy() if isinstance(v, Tensor) else v for v in (a, b)))
+        assert got.dtype == want.dtype, (a, b)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_abs_of_bools_and_divmod_as_numpy():
+    b = np.array([True, False])
+    got = abs(Tensor(b)).numpy()
+    assert got.dtype == np.bool_ and (got == np.abs(b)).all()
+    i = np.array([7, -7, 3], np.int32)
+    q, r = divmod(Tensor(i), 2)
+    np.testing.assert_array_equal(q.numpy(), i // 2)
+    np.testing.assert_array_equal(r.numpy(), i % 2)
+    q, r = divmod(9, Tensor(i))
+    np.testing.assert_array_equal(q.numpy(), 9 // i)
+    np.testing.assert_array_equal(r.numpy(), 9 % i)
