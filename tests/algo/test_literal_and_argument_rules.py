@@ -271,11 +271,14 @@ def test_select_of_two_literals_is_int32_and_must_fit():
         sl.select(C[x], 2 ** 40, 0)
 
 
-def test_frontend_where_of_a_literal_that_does_not_fit_int32_is_an_error():
+def test_frontend_where_of_two_int_literals_is_int64_and_past_it_an_error():
     import schedlang.frontend as F
     cond = F.Tensor(np.array([True, False]))
-    with pytest.raises(sl.AlgorithmError, match=r"the literal 1099511627776 stands alone"):
-        F.where(cond, 2 ** 40, 0)
+    got = F.where(cond, 2 ** 40, 0).numpy()     # as np.where: int64
+    assert got.dtype == np.int64 and got.tolist() == [2 ** 40, 0]
+    with pytest.raises(sl.AlgorithmError, match=r"the literal 1180591620717411303424 stands "
+                                                r"alone"):
+        F.where(cond, 2 ** 70, 0)
 
 
 def test_literal_error_names_no_internal_placeholder():
