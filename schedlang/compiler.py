@@ -156,7 +156,11 @@ def kernel_args(stmt, schedule):
                 # one kernel argument cannot be both: the size must come from the shape
                 raise AlgorithmError(f"the Param {n.name!r} has the same name as the symbolic "
                                      f"size {n.name!r}{of}; rename the Param")
-            scalars[n.name] = n.dtype
+            if scalars.setdefault(n.name, n.dtype) != n.dtype:
+                # one kernel argument cannot carry two types
+                raise AlgorithmError(f"two Params are named {n.name!r}, one {scalars[n.name]} "
+                                     f"and one {n.dtype}; give each Param its own name (or "
+                                     "use one Param for both)")
     ir.walk_stmt(stmt, lambda s: [E.walk_expr(e, fn) for e in ir.stmt_exprs(s)])
     for b in list(schedule.inputs) + list(schedule.outputs):
         for x in b.shape or ():

@@ -15,6 +15,7 @@ class BoundaryView:
     """A Func-like view of ``source`` extended beyond its extent by ``mode``."""
 
     def __init__(self, source, mode, value=None):
+        _check_source(source, mode)
         shape = getattr(source, "shape", None)
         if shape is None:
             raise AlgorithmError(f"sl.{_API[mode]}({source.name}): the source needs a known shape; "
@@ -71,6 +72,22 @@ class BoundaryView:
 
 
 _API = {"edge": "clamp_edge", "wrap": "wrap", "reflect": "mirror", "constant": "constant_exterior"}
+
+
+def _check_source(source, mode):
+    """A boundary condition extends an Input or a Func (or another view), not a value."""
+    from .func import Callable
+    if isinstance(source, (Callable, BoundaryView)):
+        return
+    if isinstance(source, E.Expr):
+        from .printer import expr_to_str
+        got = f"the expression {expr_to_str(source)}"
+    else:
+        kind = type(source).__name__
+        got = f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} ({source!r})"
+    raise AlgorithmError(f"sl.{_API[mode]}: the source must be an Input or a Func, got {got}; "
+                         f"pass the Func itself (sl.{_API[mode]}(A), not A[x]) and index the "
+                         "view it returns")
 
 
 def _lossy(source, v):

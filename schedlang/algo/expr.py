@@ -300,6 +300,9 @@ def cast(dtype, e) -> Expr:
     zero, narrowing ints wrap, float16 / bfloat16 round to nearest even (once). A float
     beyond the range of a 32-bit int (of a 64-bit one for 64-bit types), or NaN, converts as
     numpy's casts do on x86 (``float_to_int_bits``): ``sl.cast(sl.int8, 200.7)`` is -56."""
+    if isinstance(dtype, ExprOps) and not isinstance(e, ExprOps):
+        raise AlgorithmError("sl.cast: the type comes first, then the expression: "
+                             "sl.cast(sl.float32, e)")
     dtype = T.as_dtype(dtype)
     e = to_expr(e)
     if isinstance(e, Const) and (e.weak or e.dtype != dtype):
@@ -552,8 +555,8 @@ def _int_power(a, b) -> Expr:
 
 
 def call_math(name, *args) -> Expr:
-    """Apply a math function; integer arguments are converted to float32 (abs keeps ints,
-    and pow of two integers is an integer power)."""
+    """Apply a math function; integer arguments are converted to float32 (abs, floor and
+    ceil keep ints, and pow of two integers is an integer power)."""
     args = [to_expr(a) for a in args]
     if name == "abs":
         a = args[0]
@@ -570,6 +573,8 @@ def call_math(name, *args) -> Expr:
             a, b = cast(T.float32, a), cast(T.float32, b)
         return Call("pow", [a, b], a.dtype)
     (a,) = args
+    if name in ("floor", "ceil") and not is_weak(a) and a.dtype.is_int:
+        return a        # already whole: the integer itself, as numpy and torch give
     if is_weak(a):
         a = Const(a.value, T.float32)
     if not a.dtype.is_float:

@@ -28,6 +28,9 @@ def _check_name(kind, name):
 
 def vars(names: str):
     """``i, j = sl.vars("i j")``: several pure Vars at once."""
+    if not isinstance(names, str):
+        raise AlgorithmError(f"sl.vars: give the names as one str, e.g. sl.vars(\"i j\"), got "
+                             f"{names!r}")
     return tuple(E.Var(n) for n in names.replace(",", " ").split())
 
 
@@ -106,9 +109,17 @@ class Input(Callable):
     def __init__(self, name, dtype, shape):
         self.name = _check_name("Input", name)
         E.check_argument_name("Input", name)
-        self.dtype = T.as_dtype(dtype)
+        try:
+            self.dtype = T.as_dtype(dtype)
+        except AlgorithmError as e:
+            raise AlgorithmError(f"Input {name}: {e}") from None
         if isinstance(shape, (int, str)):
             shape = (shape,)
+        try:
+            shape = tuple(shape)
+        except TypeError:
+            raise AlgorithmError(f"Input {name}: the shape must be a tuple of sizes (ints, or "
+                                 f"strs naming symbolic sizes), got {shape!r}") from None
         self.shape = tuple(_shape_size(s, f"Input {name}") for s in shape)
         for x in self.shape:
             if isinstance(x, E.SizeVar):

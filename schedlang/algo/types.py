@@ -117,9 +117,11 @@ def as_dtype(x) -> DType:
         return x
     if isinstance(x, str) and x in BY_NAME:
         return BY_NAME[x]
+    if x is None:   # numpy reads None as float64; a missing type is a mistake here
+        raise AlgorithmError("None is not a schedlang type; use sl.float32, sl.int32, ...")
     try:
         return from_numpy(x)
-    except TypeError:
+    except (TypeError, ValueError):
         raise AlgorithmError(f"{x!r} is not a schedlang type; use sl.float32, sl.int32, ...") from None
 
 

@@ -321,3 +321,44 @@ def test_a_lossy_mix_names_the_operator_and_operands_and_the_cast_to_write(build
     k = sl.RDom(A.shape[1], name="k")
     with pytest.raises(sl.AlgorithmError, match=says):
         build(A, U, I, i, k)
+
+
+@pytest.mark.parametrize("build, says", [
+    (lambda A, x: sl.clamp_edge(A[x]), "sl.clamp_edge: the source must be an Input or a Func, "
+                                       "got the expression A[x]; pass the Func itself"),
+    (lambda A, x: sl.mirror(3), "sl.mirror: the source must be an Input or a Func, got an int"),
+    (lambda A, x: sl.cast(A[x], sl.float32), "sl.cast: the type comes first"),
+    (lambda A, x: sl.Input("B", None, (3,)), "Input B: None is not a schedlang type"),
+    (lambda A, x: sl.Input("B", sl.float32, None), "Input B: the shape must be a tuple of sizes"),
+    (lambda A, x: sl.vars(3), "sl.vars: give the names as one str"),
+])
+def test_constructor_mistakes_are_algorithm_errors_that_say_what_to_pass(build, says):
+    A, x = sl.Input("A", sl.float32, ("N",)), sl.Var("x")
+    with pytest.raises(sl.AlgorithmError) as err:
+        build(A, x)
+    assert says in str(err.value)
+
+
+def test_two_params_of_one_name_and_two_types_are_refused_one_type_is_one_argument():
+    x = sl.Var("x")
+    A = sl.Input("A", sl.float32, ("N",))
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = sl.cast(sl.int32, sl.Param("p", sl.uint8)) * 1000 + sl.cast(sl.int32,
+                                                                      sl.Param("p", sl.int8))
+    with pytest.raises(sl.AlgorithmError, match="two Params are named 'p', one sl.int8 and one "
+                                                "sl.uint8; give each Param its own name"):
+        sl.compile(f)
+    g = sl.Func("g", shape=(A.shape[0],))
+    g[x] = sl.Param("q", sl.int32) + sl.Param("q", sl.int32) + A[x]
+    np.testing.assert_array_equal(sl.compile(g)(A=np.ones(2, np.float32), q=3), [7, 7])
+
+
+def test_floor_and_ceil_of_integers_are_the_integers_as_numpy():
+    x = sl.Var("x")
+    A = sl.Input("A", sl.int16, (4,))
+    f = sl.Func("f", shape=(4,))
+    f[x] = sl.floor(A[x]) + sl.ceil(A[x])
+    a = np.array([-3, 2, 5, 32000], np.int16)
+    got = sl.compile(f)(A=a)
+    assert got.dtype == np.int16
+    np.testing.assert_array_equal(got, np.floor(a) + np.ceil(a))
