@@ -60,9 +60,9 @@ def _blame_directive(ctx, site, f, idx):
                         f"region of {g.name} up makes {func.name}{through} read "
                         f"{f.name}[{idx}] outside {f.name}'s extent; use tail='guard' or "
                         "'shift', or read it through a boundary condition")
-        for name, (lo, extent) in stages[0].bounds.items():
+        for name in stages[0].bounds:
             raise ScheduleError(
-                f"bound({name}, {lo}, {extent}) on {g.name}: computing {g.name} over that "
+                f"{stages[0].bound_text(name)}: computing {g.name} over that "
                 f"region makes {func.name}{through} read {f.name}[{idx}] outside {f.name}'s "
                 "extent; bound it to a region inside what the sizes allow, or remove the bound")
 

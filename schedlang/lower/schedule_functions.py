@@ -58,7 +58,7 @@ def _demand(ctx, f, demand_stmt):
         if check is not None:
             code = 100 + len(ctx.assert_messages)
             ctx.assert_messages[code] = (
-                f"bound({name}, {blo}, {bext}) on {f.name}: these sizes need {f.name} over a "
+                f"{st0.bound_text(name)}: these sizes need {f.name} over a "
                 f"larger region along {name}; widen the bound or remove it")
             check = (check, code)
         region.append((lo, ext, check))
@@ -189,6 +189,12 @@ def inject(ctx, stmt, f):
         raise ScheduleError(f"double_buffer on {f.name}: it must be computed inside a serial "
                             "loop of a consumer; add compute_at(consumer, loop)")
     if fs.compute[0] == "root":
+        if fs.store is not None and fs.store[0] == "at":
+            raise ScheduleError(f"store_at({fs.store[1].name}, {fs.store[3]}) on {f.name}: "
+                                f"{f.name} is computed at the root (compute_root, or a "
+                                "reduction's default), outside every loop, so no loop can "
+                                f"hold its storage; add compute_at({fs.store[1].name}, a loop "
+                                f"inside {fs.store[3]}), or remove the store_at")
         region = _demand(ctx, f, stmt)
         if region is None:
             return stmt

@@ -41,6 +41,7 @@ class FuncSchedule:
 
     def __init__(self, default):
         self.compute = default
+        self.compute_given = False  # compute set by a directive, not the default
         self.store = None
         self.memory = None
         self.double_buffer = False

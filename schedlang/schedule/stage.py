@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 from ..algo import expr as E
 from ..algo import types as T
+from ..algo.evaluate import Unbound, evaluate
 from ..errors import ScheduleError
 
 TAILS = ("auto", "guard", "shift", "pad")
@@ -85,6 +86,10 @@ def var_name(v, directive, stage) -> str:
                         "RVar or a loop name")
 
 
+# why a Func computed at the root cannot be stored in a loop
+_ROOT_STORE = "it is computed at the root, outside every loop, so no loop can hold its storage"
+
+
 class StageSchedule:
     """Schedule of one stage of a Func; obtained as ``s[f]`` or ``s[f].update(n)``."""
 
@@ -94,6 +99,7 @@ class StageSchedule:
         self.dims = [Dim(v.name, is_rvar=isinstance(v, E.RVar)) for v in definition.loop_vars]
         self.splits: list[Split] = []
         self.bounds: dict = {}
+        self.bounds_given_on = None  # the Func the user bound, when cache_write moved them here
         self.tensorized = None      # (loop name, intrinsic)
         self.prefetches = []        # (Func or Input, variable name, distance)
         self._retired = None        # why this handle no longer names a stage (or None)
@@ -102,8 +108,19 @@ class StageSchedule:
         """Take over ``other``'s state, so that a handle the user holds (``st = s[f]``)
         stays the schedule of ``f``'s stage when a directive (cache_write, rfactor) rebuilds
         that stage: its later directives apply where they are recorded."""
-        for attr in ("definition", "dims", "splits", "bounds", "tensorized", "prefetches"):
+        for attr in ("definition", "dims", "splits", "bounds", "bounds_given_on", "tensorized",
+                     "prefetches"):
             setattr(self, attr, getattr(other, attr))
+
+    def bound_text(self, name):
+        """The ``bound`` directive on ``name`` as the user wrote it, for a message: on the
+        Func they bound, which a cache_write may have replaced by its staged copy.
+        Example: ``bound(i, 0, 17) on sm (held by its cache_write copy sm_cache)``."""
+        lo, extent = self.bounds[name]
+        text = f"bound({name}, {lo}, {extent}) on {self.bounds_given_on or self.func.name}"
+        if self.bounds_given_on and self.bounds_given_on != self.func.name:
+            text += f" (held by its cache_write copy {self.func.name})"
+        return text
 
     def _retire(self, why):
         """This handle's stage is gone (``why`` says how): later directives through it are
@@ -629,7 +646,10 @@ class StageSchedule:
             raise ScheduleError(f"bound({name}) on {self.name}: extent must be >= 1, got {extent}")
         if self._is_output():
             size = self._output_size(name)
-            size = size.value if isinstance(size, E.Const) else size
+            try:        # a shape like A.shape[0] - 2 of a static Input is a number
+                size = int(evaluate(size, {}))
+            except Unbound:
+                pass
             if lo != 0 or (isinstance(size, int) and size != extent):
                 raise ScheduleError(f"bound({name}, {lo}, {extent}) on {self.name}: "
                                     f"{self.func.name} is an output, whose region along {name} "
@@ -649,7 +669,7 @@ class StageSchedule:
     def compute_root(self):
         """Compute this Func in full before its consumers, at the top of the pipeline."""
         fs = self._func_directive("compute_root")
-        fs.compute, fs.store = ("root",), None
+        fs.compute, fs.store, fs.compute_given = ("root",), None, True
         self._record("compute_root", [])
         return self
 
@@ -696,6 +716,10 @@ class StageSchedule:
         directive = f"store_at({level[1].name}, {spelled})"
         self.schedule._check_one_stage_reads(self.func, level, directive, self.name)
         self.schedule._check_placement(self.func, level, fs.compute, directive, self.name)
+        if fs.compute == ("root",) and fs.compute_given:
+            raise ScheduleError(f"{directive} on {self.name}: {_ROOT_STORE}; call "
+                                f"compute_at({level[1].name}, {spelled}) (or at a loop inside "
+                                "it) instead of compute_root, or leave the store at the root")
         fs.store = level
         self._record("store_at", [level[1].name, spelled])
         return self

@@ -77,6 +77,7 @@ def cache_write(s, st, memory, name):
         new.dims, new.splits = old.dims, old.splits
         # an output's bound() states its own extent (checked at the call): it stays
         new.bounds = {} if is_output else old.bounds
+        new.bounds_given_on = old.bounds_given_on or f.name
         new.tensorized = old.tensorized
     # producers placed in f's loops now feed the staged Func, which took those loops
     for fs in s.fsched.values():

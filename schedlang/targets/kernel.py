@@ -271,8 +271,7 @@ class Kernel:
             except Unbound:
                 continue
             if not ok:
-                raise ArgumentError(f"{why}; got {cond.a.name if hasattr(cond, 'a') else cond} = "
-                                    f"{sizes.get(getattr(cond.a, 'name', ''), '?')}")
+                raise ArgumentError(f"{why}; got {_value_text(getattr(cond, 'a', cond), sizes)}")
         if len(self._sizes_checked) >= 64:
             self._sizes_checked.clear()
         self._sizes_checked.add(key)
@@ -651,3 +650,12 @@ def _param_names(schedule):
 
 
 __all__ = ["Kernel", "TimingStats", "default_threads"]
+
+
+def _value_text(e, sizes):
+    """``e`` and its value for these sizes, for a message: ``M - 2 = 15``."""
+    from ..algo.printer import expr_to_str
+    try:
+        return f"{expr_to_str(e)} = {evaluate(e, sizes)}"
+    except Unbound:
+        return expr_to_str(e)

@@ -468,3 +468,26 @@ def test_json_whose_directives_are_not_directive_objects_is_a_schedule_error(dir
     data["directives"] = directives
     with pytest.raises(sl.ScheduleError, match=r"Schedule\.from_json: "):
         sl.Schedule.from_json(json.dumps(data), f)
+
+
+def test_store_at_of_a_func_computed_at_the_root_is_refused_not_ignored():
+    A, bx, by, y, x = build_blur()
+    s = sl.Schedule(by)
+    s[bx].compute_root()
+    with pytest.raises(sl.ScheduleError, match=r"store_at\(blur_y, y\) on blur_x: it is computed at "
+                                               r"the root, outside every loop.*compute_at\(blur_y, "
+                                               r"y\)"):
+        s[bx].store_at(by, y)
+    # a reduction is computed at the root by default: store_at alone is refused at compile
+    A2 = sl.Input("A", sl.float32, (8, 8))
+    i = sl.Var("i")
+    k = sl.RDom(8, name="k")
+    r = sl.Func("r")
+    r[i] = sl.sum(A2[i, k])
+    out = sl.Func("out", shape=(8,))
+    out[i] = r[i] * 2
+    s = sl.Schedule(out)
+    s[r].store_at(out, i)
+    with pytest.raises(sl.ScheduleError, match=r"store_at\(out, i\) on r: r is computed at the "
+                                               r"root .*add compute_at\(out, a loop inside i\)"):
+        sl.compile(out, s)
