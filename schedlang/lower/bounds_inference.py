@@ -173,6 +173,12 @@ class AccessBoxes:
         """The one-sided Interval ``x op b`` gives x (``x < b``: at most b's max - 1), or
         None when b is unbounded on that side."""
         bb = bounds_of(b, self.scope)
+        whole = ir.substitute_lets(b, self.lets)
+        if whole is not b:
+            # a tile's ``min + extent`` bounded apart overshoots (see _loop_max): take the
+            # tighter of the two on each side
+            wb = bounds_of(simplify(whole), self.scope)
+            bb = Interval(_tighter(bb.lo, wb.lo, "max"), _tighter(bb.hi, wb.hi, "min"))
         if op in ("lt", "le") and bb.hi is not None:
             return Interval(None, simplify(bb.hi - 1) if op == "lt" else bb.hi)
         if op in ("gt", "ge") and bb.lo is not None:
@@ -186,6 +192,14 @@ class AccessBoxes:
             return []
         self.scope.push_expr(a, iv)
         return [a]
+
+
+def _tighter(a, b, op):
+    """The tighter of two bounds (``op`` "min" for upper bounds, "max" for lower), either of
+    which may be None (unbounded)."""
+    if a is None or b is None:
+        return b if a is None else a
+    return simplify(E.binary(op, a, b))
 
 
 _STAGE_VAR = re.compile(r"^.+\.s\d+\.(.+)$")

@@ -67,6 +67,15 @@ def _blame_directive(ctx, site, f, idx):
                 "extent; bound it to a region inside what the sizes allow, or remove the bound")
 
 
+def _read_error(site, message):
+    """The AlgorithmError of a read that may fall outside an Input, tagged with the name of
+    the Func that reads (the pipeline may blame the schedule instead: lower.py)."""
+    err = AlgorithmError(message)
+    func = getattr(site, "owner", None) or site
+    err.reader = getattr(func, "name", None)
+    return err
+
+
 def check_access_bounds(stmt, ctx):
     if any(isinstance(x, E.Const) and x.value == 0 for o in ctx.outputs for x in o.shape or ()):
         # an empty output is returned without running the kernel (targets/kernel.py): none
@@ -88,7 +97,7 @@ def check_access_bounds(stmt, ctx):
                 # an update's read of its own Func (hist[img[r]] += 1) is where it writes:
                 # a boundary condition of the Func being written is no fix
                 own = (getattr(site, "owner", None) or site) is f
-                raise AlgorithmError(
+                raise _read_error(site,
                     f"{_site_name(site, ctx)} {'updates' if own else what} {f.name}[{idx}]: "
                     f"dimension {d} is indexed by a value with no bound, which may fall outside "
                     f"0..{n}-1; clamp the index (sl.clamp)" + (
@@ -134,7 +143,7 @@ def check_access_bounds(stmt, ctx):
                       "output, or state the sizes with sl.assume") if kind == "call" else (
                 "restrict the RDom (r.where(...)) or shrink its extent, clamp the index "
                 "(sl.clamp), or state the sizes with sl.assume")
-            raise AlgorithmError(
+            raise _read_error(site,
                 f"{_site_name(site, ctx)} {what} {f.name}[{idx}]: dimension {d} ranges over "
                 f"[{pretty(user_names(lo))}, {pretty(user_names(hi))}], which may fall "
                 f"outside {f.name}'s extent 0..{pretty(simplify(n - 1))}{example}; {advice}")

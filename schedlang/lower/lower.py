@@ -9,6 +9,7 @@ import os
 import sys
 import time
 
+from ..errors import AlgorithmError, ScheduleError, SchedlangError
 from . import ir
 from .bounds_inference import bounds_inference
 from .check_access_bounds import check_access_bounds
@@ -51,11 +52,44 @@ PASSES = [
 
 def lower_pipeline(schedule, target="llvm"):
     """Run every pass in order; returns (loop IR statement, LowerContext)."""
+    try:
+        return _run_passes(schedule, target, PASSES)
+    except AlgorithmError as e:
+        raise _blamed_on_schedule(e, schedule, target) from None
+
+
+# the passes up to the check that every read of an Input is in bounds
+_THROUGH_ACCESS_CHECK = PASSES[:[name for name, _ in PASSES].index("check_access_bounds") + 1]
+
+
+def _blamed_on_schedule(err, schedule, target):
+    """``err`` (a read outside an Input that bounds inference could not rule out) as the
+    schedule's fault when the algorithm alone passes the same check: directives such as a
+    fuse or a vectorized tail make the region to prove looser than the algorithm's. SPEC:
+    a schedule compiles or is rejected with a ScheduleError naming its directives."""
+    reader = getattr(err, "reader", None)
+    if reader is None or not schedule.trace:
+        return err
+    from ..schedule.schedule import Schedule
+    try:
+        _run_passes(Schedule(*schedule.outputs), target, _THROUGH_ACCESS_CHECK)
+    except SchedlangError:
+        return err
+    mine = [d for d in schedule.trace if d.func == reader]
+    shown = "; ".join(d.to_python(schedule.user_funcs) for d in (mine or schedule.trace)[:6])
+    what = str(err).split("; ")[0]      # the read and its range, without the advice
+    return ScheduleError(f"{what}; the algorithm alone reads inside, so the schedule makes this "
+                         f"region larger than bounds inference can prove safe: its directives"
+                         f"{' on ' + reader if mine else ''} ({shown}); change them, or read "
+                         "the input through a boundary condition (sl.clamp_edge, ...)")
+
+
+def _run_passes(schedule, target, passes):
     ctx = LowerContext(schedule, target)
     dump = os.environ.get("SCHEDLANG_DUMP", "")
     stmt = None
     total = time.perf_counter()
-    for name, fn in PASSES:
+    for name, fn in passes:
         t0 = time.perf_counter()
         stmt = fn(stmt, ctx)
         dt = time.perf_counter() - t0

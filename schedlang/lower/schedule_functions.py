@@ -295,7 +295,9 @@ def double_buffered(ctx, stmt, f, loop, region, memory):
     nest = _region_lets(ctx, f, region, build_func(ctx, f))
     produce_next = rebase(ir.map_stmt(nest, None, lambda e: ir.substitute(e, {t: nxt})), nxt)
     last = simplify(loop.min + loop.extent)
-    body = ir.make_block([ir.IfThenElse(E.binary("lt", nxt, last), produce_next),
+    # t < last - 1 rather than t + 1 < last: bounds inference narrows t itself, so the
+    # next iteration's reads (of a producer computed further out) stay inside the loop's range
+    body = ir.make_block([ir.IfThenElse(E.binary("lt", tv, simplify(last - 1)), produce_next),
                           rebase(loop.body, tv)])
     prologue = rebase(ir.map_stmt(nest, None, lambda e: ir.substitute(e, {t: loop.min})),
                       loop.min)

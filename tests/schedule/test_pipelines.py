@@ -942,3 +942,69 @@ def test_a_root_producer_that_reads_one_output_runs_after_that_output(order, pla
     ir = kern.loop_ir
     first_m_store = re.search(r"^\s*m\[", ir, re.M).start()
     assert ir.index("for C.s0.i") < first_m_store < ir.index("D[")
+
+
+def test_a_vectorized_tile_of_a_partial_panel_reads_only_inside():
+    """The staged accumulator of a 16-column tile, vectorized, in a 48-column panel of a
+    40-column matrix: its guard (j < tile min + extent) bounds the packed copy of B."""
+    n = 40
+    A = sl.Input("A", sl.float32, (n, n))
+    B = sl.Input("B", sl.float32, (n, n))
+    i, j = sl.vars("i j")
+    k = sl.RDom(n, name="k")
+    C = sl.Func("C", shape=(n, n))
+    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    s = sl.Schedule(C)
+    acc = s[C].cache_write(memory="local", name="C_acc")
+    s[C].split(j, 48, names=("jp", "jr"))
+    s[C].split("jr", 16, names=("jt", "jv"))
+    s[C].reorder("jp", i, "jt", "jv")
+    s[acc].compute_at(C, "jt").vectorize(j, 16)
+    Bp = s[B].cache_read(acc, memory="global", name="B_panel")
+    s[Bp].compute_at(C, "jp")
+    rng = np.random.default_rng(5)
+    a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(C, s)(A=a, B=b), a @ b, rtol=1e-4)
+
+
+def test_double_buffering_next_to_a_root_producer_with_symbolic_sizes():
+    A = sl.Input("A", sl.float32, ("R", "C"))
+    i, j = sl.vars("i j")
+    p = sl.Func("p")
+    p[i] = A[i, 0] * 2.0
+    q = sl.Func("q")
+    q[i] = p[i] + 1.0
+    out = sl.Func("out", shape=(A.shape[0], A.shape[1]))
+    out[i, j] = A[i, j] * q[i]
+    s = sl.Schedule(out)
+    s[p].compute_root()
+    s[q].compute_at(out, i)
+    s[q].double_buffer()
+    a = np.random.default_rng(2).random((7, 19), dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(out, s)(A=a), a * (a[:, :1] * 2 + 1), rtol=1e-6)
+
+
+def test_a_read_the_schedule_alone_makes_unprovable_is_a_schedule_error():
+    A = sl.Input("A", sl.float32, (13, 11))
+    B = sl.Input("B", sl.float32, (11, 19))
+    i, j = sl.vars("i j")
+    k = sl.RDom(11, name="k")
+    C = sl.Func("C", shape=(13, 19))
+    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    s = sl.Schedule(C)
+    s[C].vectorize(j, 3)
+    s[C].rfactor(k)
+    inner = s[C].rfactor(k)
+    s[inner].fuse(j, "k")
+    s[inner].compute_at(C, "k")
+    with pytest.raises(sl.ScheduleError, match=r"reads B\[.*the algorithm alone reads inside, "
+                                               r"so the schedule makes this region larger .*"
+                                               r"fuse\('j', 'k'"):
+        sl.compile(C, s)
+    # an algorithm that reads outside by itself stays an AlgorithmError
+    D = sl.Func("D", shape=(13, 11))
+    D[i, j] = A[i, j + 1]
+    s = sl.Schedule(D)
+    s[D].vectorize(j, 4)
+    with pytest.raises(sl.AlgorithmError, match=r"D reads A\[i, j \+ 1\]"):
+        sl.compile(D, s)
