@@ -519,6 +519,23 @@ def test_compile_with_explicit_default_schedule(ab):
     np.testing.assert_allclose(kern(A=a, B=b, alpha=1.0), a @ b, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("options, says", [
+    ({"budget_s": float("nan")}, "time(budget_s=nan): give a finite number of seconds >= 0"),
+    ({"budget_s": "x"}, "time(budget_s='x')"),
+    ({"repeats": 0}, "time(repeats=0): give the number of timed runs, an int >= 1"),
+    ({"repeats": "3"}, "time(repeats='3')"),
+    ({"warmup": 1.5}, "time(warmup=1.5): give the number of untimed runs, an int >= 0"),
+])
+def test_time_options_are_checked_a_nan_budget_does_not_run_forever(gemm, ab, options, says):
+    a, b = ab
+    with pytest.raises(sl.ArgumentError) as err:
+        gemm.time(A=a, B=b, alpha=1.0, **options)
+    assert says in str(err.value)
+    with pytest.raises(sl.ArgumentError, match=r"time\(\) takes keyword arguments only: "
+                                               r"kern.time\(.*A=\.\.\."):
+        gemm.time(a, b, 1.0)
+
+
 def test_kernel_can_be_called_many_times(gemm):
     rng = rng_for(5)
     for _ in range(5):

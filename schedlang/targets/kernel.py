@@ -492,13 +492,14 @@ class Kernel:
             self._plans.clear()
         self._plans[key] = self._last_plan = plan
 
-    def time(self, /, **kwargs):
+    def time(self, *args, **kwargs):
         """Time the kernel called with ``kwargs``: ``warmup=1`` untimed runs, then repeats
         until ``budget_s=0.5`` seconds (at least 3 runs, or exactly ``repeats=``). A kernel
         argument of one of those names is the argument, not the option. Returns TimingStats.
         Example: ``kern.time(A=a, B=b, budget_s=1.0).median``."""
-        if any(not isinstance(k, str) for k in kwargs):
-            raise ArgumentError("time() takes keyword arguments only")
+        if args or any(not isinstance(k, str) for k in kwargs):
+            raise ArgumentError("time() takes keyword arguments only: "
+                                f"kern.time({', '.join(f'{n}=...' for n in self._argument_names())})")
         names = set(self._argument_names())
         options = {k: kwargs.pop(k) for k in ("warmup", "repeats", "budget_s")
                    if k in kwargs and k not in names}
@@ -508,6 +509,7 @@ class Kernel:
         """``time`` with the kernel's arguments as a dict, kept apart from the options (the
         autotuner's form: any argument names). Example:
         ``kern.time_arguments({"A": a}, warmup=0, repeats=1)``."""
+        _check_timing_options(warmup, repeats, budget_s)
         values, _ = self._bind(arguments)
         for _ in range(max(0, warmup)):
             self._run(values)
@@ -526,6 +528,24 @@ class Kernel:
 
     def __repr__(self):
         return f"<Kernel {', '.join(o.name for o in self.outputs)} target={self.target}>"
+
+
+def _check_timing_options(warmup, repeats, budget_s):
+    """``time``'s options: counts are ints (warmup >= 0, repeats >= 1), the budget a finite
+    number of seconds >= 0 (a NaN budget would never end the loop)."""
+    def count(x):
+        return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+    if not count(warmup) or warmup < 0:
+        raise ArgumentError(f"time(warmup={warmup!r}): give the number of untimed runs, an "
+                            "int >= 0")
+    if repeats is not None and (not count(repeats) or repeats < 1):
+        raise ArgumentError(f"time(repeats={repeats!r}): give the number of timed runs, an "
+                            "int >= 1 (or leave it out to run until budget_s)")
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float, np.integer,
+                                                              np.floating)) \
+            or not 0 <= budget_s < math.inf:
+        raise ArgumentError(f"time(budget_s={budget_s!r}): give a finite number of seconds "
+                            ">= 0")
 
 
 def _llvm_jit():
