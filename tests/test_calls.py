@@ -883,3 +883,26 @@ def test_from_json_of_something_else_says_what_it_got():
         with pytest.raises(sl.ScheduleError, match=re.escape(got) + ".*give the text that "
                            r"Schedule\.to_json\(\) writes"):
             sl.Schedule.from_json(text, f)
+
+
+def test_torch_tensors_with_a_negation_bit_or_requiring_grad():
+    """A pending negation (x.conj().imag) would be dropped by __dlpack__: refused. An input
+    that requires grad is read (its values); as out= it is refused, torch would not export
+    it."""
+    torch = pytest.importorskip("torch")
+    x = sl.Var("x")
+    A = sl.Input("A", sl.float32, ("N",))
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] * 2
+    kern = sl.compile(f)
+    a = np.arange(4, dtype=np.float32)
+    ta = torch.from_numpy(a)
+    negated = torch.complex(ta, ta).conj().imag
+    assert negated.is_neg()
+    with pytest.raises(sl.ArgumentError, match="argument A: the tensor carries a pending "
+                                               "negation.*resolve_neg"):
+        kern(A=negated)
+    np.testing.assert_array_equal(kern(A=negated.resolve_neg()), -2 * a)
+    np.testing.assert_array_equal(kern(A=ta.clone().requires_grad_()), 2 * a)
+    with pytest.raises(sl.ArgumentError, match="out=.*require gradient"):
+        kern(A=a, out=torch.zeros(4, requires_grad=True))

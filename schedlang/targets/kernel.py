@@ -125,11 +125,20 @@ class BFloat16Bits(np.ndarray):
     array that remembers it was bfloat16, so a dtype error can say what the user passed."""
 
 
-def as_array(name, x):
-    """A numpy view of an array-like (numpy, ``__dlpack__``, ``__array_interface__``)."""
+def as_array(name, x, written=False):
+    """A numpy view of an array-like (numpy, ``__dlpack__``, ``__array_interface__``);
+    ``written``: the kernel writes it (an ``out=`` array)."""
     if isinstance(x, np.ndarray):
         return x
     if hasattr(x, "__dlpack__"):
+        is_neg = getattr(x, "is_neg", None)
+        if callable(is_neg) and is_neg() is True:
+            # torch's lazy negation (x.conj().imag): the exported memory is not negated
+            raise ArgumentError(f"argument {name}: the tensor carries a pending negation, which "
+                                "__dlpack__ would drop; pass x.resolve_neg()")
+        if not written and getattr(x, "requires_grad", False) is True and \
+                callable(getattr(x, "detach", None)):
+            x = x.detach()      # read only: the values, as torch.no_grad would
         try:
             return np.from_dlpack(x)
         except Exception as e:   # noqa: BLE001 - whatever the producer raises, say so
@@ -373,7 +382,7 @@ class Kernel:
                     raise ArgumentError(f"out=: give {len(self.outputs)} arrays, one per output")
                 # one output: "out=" says which (its Func may have a generated name)
                 label = "out=" if len(self.outputs) == 1 else f"out= for output {o.name}"
-                a = as_array(label, out[n])
+                a = as_array(label, out[n], written=True)
                 a = self._check_array(_OutBuf(o, label), a, sizes, where, "")
                 if not a.flags.c_contiguous or not a.flags.writeable:
                     raise ArgumentError(f"{label}: the array must be C-contiguous and writeable; "
