@@ -296,15 +296,21 @@ def test_legal_store_and_compute_levels_in_either_order_run(store_first):
     np.testing.assert_allclose(sl.compile(by, s)(A=a), blur_ref(a), rtol=1e-5)
 
 
-def test_store_at_before_compute_at_of_a_reduction_stays_legal():
-    # a reduction is computed at root by default: store_at first, then compute_at, is fine
-    A = sl.Input("A", sl.float32, (16, 4))
-    i, = sl.vars("i")
-    k = sl.RDom(4, name="k")
+def build_row_sums(rows, cols):
+    """``out[i] = 2 * r[i]`` with the reduction ``r[i] = sum over k of A[i, k]``."""
+    A = sl.Input("A", sl.float32, (rows, cols))
+    i = sl.Var("i")
+    k = sl.RDom(cols, name="k")
     r = sl.Func("r")
     r[i] = sl.sum(A[i, k])
-    out = sl.Func("out", shape=(16,))
+    out = sl.Func("out", shape=(rows,))
     out[i] = r[i] * 2
+    return i, r, out
+
+
+def test_store_at_before_compute_at_of_a_reduction_stays_legal():
+    # a reduction is computed at root by default: store_at first, then compute_at, is fine
+    i, r, out = build_row_sums(16, 4)
     s = sl.Schedule(out)
     io, ii = s[out].split(i, 4)
     s[r].store_at(out, io).compute_at(out, ii)
@@ -479,13 +485,7 @@ def test_store_at_of_a_func_computed_at_the_root_is_refused_not_ignored():
                                                r"y\)"):
         s[bx].store_at(by, y)
     # a reduction is computed at the root by default: store_at alone is refused at compile
-    A2 = sl.Input("A", sl.float32, (8, 8))
-    i = sl.Var("i")
-    k = sl.RDom(8, name="k")
-    r = sl.Func("r")
-    r[i] = sl.sum(A2[i, k])
-    out = sl.Func("out", shape=(8,))
-    out[i] = r[i] * 2
+    i, r, out = build_row_sums(8, 8)
     s = sl.Schedule(out)
     s[r].store_at(out, i)
     with pytest.raises(sl.ScheduleError, match=r"store_at\(out, i\) on r: r is computed at the "

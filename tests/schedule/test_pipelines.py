@@ -275,9 +275,10 @@ def test_unsharp_mask(sched, shape, symbolic):
 # GEMM: the SPEC schedule, cache_read, cache_write, reductions with a split RDom.
 # ---------------------------------------------------------------------------------------
 
-def build_gemm():
-    A = sl.Input("A", sl.float32, ("M", "K"))
-    B = sl.Input("B", sl.float32, ("K", "N"))
+def build_gemm(m="M", n="N", k="K"):
+    """C = A @ B with symbolic sizes, or the sizes given."""
+    A = sl.Input("A", sl.float32, (m, k))
+    B = sl.Input("B", sl.float32, (k, n))
     i, j = sl.vars("i j")
     k = sl.RDom(A.shape[1], name="k")
     C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
@@ -948,12 +949,7 @@ def test_a_vectorized_tile_of_a_partial_panel_reads_only_inside():
     """The staged accumulator of a 16-column tile, vectorized, in a 48-column panel of a
     40-column matrix: its guard (j < tile min + extent) bounds the packed copy of B."""
     n = 40
-    A = sl.Input("A", sl.float32, (n, n))
-    B = sl.Input("B", sl.float32, (n, n))
-    i, j = sl.vars("i j")
-    k = sl.RDom(n, name="k")
-    C = sl.Func("C", shape=(n, n))
-    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    A, B, C, i, j, k = build_gemm(n, n, n)
     s = sl.Schedule(C)
     acc = s[C].cache_write(memory="local", name="C_acc")
     s[C].split(j, 48, names=("jp", "jr"))
@@ -985,12 +981,7 @@ def test_double_buffering_next_to_a_root_producer_with_symbolic_sizes():
 
 
 def test_a_read_the_schedule_alone_makes_unprovable_is_a_schedule_error():
-    A = sl.Input("A", sl.float32, (13, 11))
-    B = sl.Input("B", sl.float32, (11, 19))
-    i, j = sl.vars("i j")
-    k = sl.RDom(11, name="k")
-    C = sl.Func("C", shape=(13, 19))
-    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    A, B, C, i, j, k = build_gemm(13, 19, 11)
     s = sl.Schedule(C)
     s[C].vectorize(j, 3)
     s[C].rfactor(k)
