@@ -54,6 +54,12 @@ def _demand(ctx, f, demand_stmt):
             blo, bext = st0.bounds[name]
             check = simplify(E.binary("and", E.binary("ge", lo, blo),
                                       E.binary("le", lo + ext, blo + bext)))
+            if isinstance(check, E.Const) and not check.value:
+                # known now (static sizes): every call would fail, so the schedule is refused
+                raise ScheduleError(
+                    f"{st0.bound_text(name)}: {f.name} is needed over [{lo}, "
+                    f"{simplify(lo + ext)}) along {name}, which the bound [{blo}, "
+                    f"{blo + bext}) does not cover; widen the bound or remove it")
             lo, ext = E.Const(blo, T.int64), E.Const(bext, T.int64)
         if check is not None:
             code = 100 + len(ctx.assert_messages)

@@ -597,6 +597,18 @@ def test_bound_on_intermediate_then_unroll():
     np.testing.assert_allclose(sl.compile(f, s)(A=a), a * 2 + 1, rtol=1e-6)
 
 
+def test_a_bound_too_small_for_static_sizes_is_refused_at_compile():
+    """Every call would fail (SPEC: compiled, or rejected; nothing in between)."""
+    A, g, f, y, x = build_bound()
+    s = sl.Schedule(f)
+    s[g].compute_root()
+    s[g].bound(x, 0, 12)
+    with pytest.raises(sl.ScheduleError, match=r"bound\(x, 0, 12\) on g: g is needed over "
+                                               r"\[0, 20\) along x, which the bound \[0, 12\) "
+                                               r"does not cover"):
+        sl.compile(f, s)
+
+
 def test_bound_on_intermediate_with_boundary_condition_larger_than_needed():
     # A bound larger than the consumers need: g computes more (through clamp_edge), the
     # result is unchanged.
