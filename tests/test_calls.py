@@ -906,3 +906,17 @@ def test_torch_tensors_with_a_negation_bit_or_requiring_grad():
     np.testing.assert_array_equal(kern(A=ta.clone().requires_grad_()), 2 * a)
     with pytest.raises(sl.ArgumentError, match="out=.*require gradient"):
         kern(A=a, out=torch.zeros(4, requires_grad=True))
+
+
+def test_an_rdom_range_set_by_a_param_must_fit_int32():
+    x = sl.Var("x")
+    A = sl.Input("A", sl.float32, (4,))
+    p = sl.Param("p", sl.int64)
+    r = sl.RDom((p, 3), name="r")
+    f = sl.Func("f", shape=(4,))
+    f[x] = A[x] + sl.cast(sl.float32, sl.sum(r + 0))
+    kern = sl.compile(f)
+    np.testing.assert_array_equal(kern(A=np.zeros(4, np.float32), p=5), [18] * 4)
+    with pytest.raises(sl.ArgumentError, match=r"RDom r: its range \[p, p \+ 3\) must lie "
+                                               r"within int32.*got p = 1099511627776"):
+        kern(A=np.zeros(4, np.float32), p=2 ** 40)

@@ -44,6 +44,7 @@ class LowerContext:
         self.debug_bounds = "bounds" in os.environ.get("SCHEDLANG_DEBUG", "")
         self.call_checks = []      # (cond Expr, message) checked when the kernel is called
         self._output_bounds()
+        self._rdom_ranges()
         self.assert_messages = {}  # Assert code -> what the user is told when it fails
         self.allocations = {}      # buffer name -> memory scope chosen
         self.region_values = {}    # (id(func), dim) -> (min, extent) Exprs of the region Lets
@@ -64,6 +65,29 @@ class LowerContext:
                                                f"{o.name} has extent {size} along {name}, not "
                                                f"{ext}; call the kernel with sizes that give "
                                                f"{ext}, or change the bound"))
+
+    def _rdom_ranges(self):
+        """RDom variables are int32: a range set by Params or sizes must fit, which the
+        kernel checks when called (an int64 Param as a lower bound would wrap)."""
+        seen = set()
+        for g in self.schedule.funcs:
+            for d in self.schedule.definitions(g):
+                for rv in d.rvars:
+                    rdom = getattr(rv.rdom, "origin", rv.rdom)
+                    key = (id(rdom), rv.dim)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    lo, ext = rv.rdom.bounds[rv.dim]
+                    if isinstance(lo, E.Const) and isinstance(ext, E.Const):
+                        continue
+                    lo64, ext64 = E.cast(T.int64, lo), E.cast(T.int64, ext)
+                    fits = E.binary("and", E.binary("ge", lo64, -2 ** 31),
+                                    E.binary("le", lo64 + ext64, 2 ** 31))
+                    self.call_checks.append((
+                        E.binary("or", E.binary("le", ext64, 0), fits),
+                        f"RDom {rv.name}: its range [{lo}, {lo} + {ext}) must lie within "
+                        "int32, the type of RDom variables"))
 
     def is_output(self, f):
         return any(f is o for o in self.outputs)

@@ -280,7 +280,12 @@ class Kernel:
             except Unbound:
                 continue
             if not ok:
-                raise ArgumentError(f"{why}; got {_value_text(getattr(cond, 'a', cond), sizes)}")
+                if isinstance(cond, E.BinOp) and cond.op in ("eq", "ne", "lt", "le", "gt", "ge"):
+                    got = _value_text(cond.a, sizes)
+                else:
+                    got = ", ".join(f"{k} = {v}" for k, v in sorted(sizes.items())
+                                    if k in E.expr_vars(cond))
+                raise ArgumentError(f"{why}; got {got}")
         if len(self._sizes_checked) >= 64:
             self._sizes_checked.clear()
         self._sizes_checked.add(key)
