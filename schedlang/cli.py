@@ -206,11 +206,25 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
         fn = make(w, values, threads) if name in compare else None
         if fn is not None:
             systems[name] = fn
+    if dtype != "float32":
+        # the fp32 GEMM of the same shape, timed in turns with this one: the ratio of the
+        # two then comes from one moment of this noisy machine and one cache regime (the
+        # fp32 data's, as in the fp32 row)
+        fp32 = make_workload(workload, size_text, stride, kernel)
+        fp32_values = fp32.inputs()
+        fp32_kern = sl.compile(*fp32.algorithm(), target=target)
+        fp32_kern.num_threads = threads
+        cold = runs_start_cold(fp32_values, fp32_kern(**fp32_values))
+        systems["fp32"] = lambda: fp32_kern(**fp32_values)
     # in turns: a slow spell of this machine hits every system of the row alike
-    for system, m in measure_in_turns(systems, cold).items():
+    measured = measure_in_turns(systems, cold)
+    fp32_time = measured.pop("fp32", None)
+    for system, m in measured.items():
         rows.append({"workload": workload, "shape": w.shape_text, "system": system,
                      "threads": threads, "median_s": m.median, "min_s": m.min,
                      "rate": _rate(w, m.median), "unit": w.unit})
+        if fp32_time is not None:
+            rows[-1]["fp32_ratio"] = fp32_time.median / m.median
     return rows
 
 
@@ -266,16 +280,19 @@ def _print_table(rows, winograd=True):
 
 
 def _print_low_precision_ratios(rows):
-    """int8 / bfloat16 GEMM rows against the fp32 schedlang GEMM of the same run."""
+    """int8 / bfloat16 GEMM rows against the fp32 schedlang GEMM of the same shape, timed
+    in turns with it (``fp32_ratio``), else against the fp32 row of the same run."""
     for r in rows:
         shape, _, dtype = r["shape"].partition("/")
         if r["workload"] != "gemm" or not dtype or r["system"] != "schedlang":
             continue
         base = [x for x in rows if x["workload"] == "gemm" and x["shape"] == shape
                 and x["system"] == "schedlang" and x["threads"] == r["threads"]]
-        if base:
-            print(f"gemm {shape} {dtype}: {r['rate'] / base[0]['rate']:.2f}x the fp32 schedlang "
-                  f"GEMM's rate ({r['threads']} thread{'s' if r['threads'] > 1 else ''})")
+        ratio = r.get("fp32_ratio") or (r["rate"] / base[0]["rate"] if base else None)
+        if ratio is not None:
+            how = "; the two timed in turns" if "fp32_ratio" in r else ""
+            print(f"gemm {shape} {dtype}: {ratio:.2f}x the fp32 schedlang GEMM's rate "
+                  f"({r['threads']} thread{'s' if r['threads'] > 1 else ''}{how})")
 
 
 def _write_csv(rows, path):

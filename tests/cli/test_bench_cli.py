@@ -1,6 +1,7 @@
 """``schedlang bench`` / ``show``: the CSV has exactly the SPEC's columns and every
 schedlang row was checked against numpy before it was timed."""
 import csv
+import re
 import subprocess
 import sys
 
@@ -98,6 +99,9 @@ def test_bench_low_precision_gemm_rows(tmp_path):
         if "+" + feature in features:
             assert rows[key]["unit"] == unit
             assert f"64x64x64 {dtype}: " in r.stdout and "the fp32 schedlang GEMM" in r.stdout
+            # timed in turns with the fp32 GEMM of the same shape: one moment, one regime
+            assert re.search(rf"64x64x64 {dtype}: [\d.]+x the fp32 schedlang GEMM's rate "
+                             r"\(1 thread; the two timed in turns\)", r.stdout), r.stdout
         else:   # the instruction is missing: a note names it, the other rows still run
             assert key not in rows
             assert f"skipping gemm 64x64x64/{dtype}" in r.stderr and feature in r.stderr
