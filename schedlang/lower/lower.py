@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+import weakref
 
-from ..errors import AlgorithmError, ScheduleError, SchedlangError
+from ..errors import AlgorithmError, ScheduleError
 from . import ir
 from .bounds_inference import bounds_inference
 from .check_access_bounds import check_access_bounds
@@ -68,12 +69,7 @@ def _blamed_on_schedule(err, schedule, target):
     fuse or a vectorized tail make the region to prove looser than the algorithm's. SPEC:
     a schedule compiles or is rejected with a ScheduleError naming its directives."""
     reader = getattr(err, "reader", None)
-    if reader is None or not schedule.trace:
-        return err
-    from ..schedule.schedule import Schedule
-    try:
-        _run_passes(Schedule(*schedule.outputs), target, _THROUGH_ACCESS_CHECK)
-    except SchedlangError:
+    if reader is None or not schedule.trace or not _algorithm_alone_passes(schedule, target):
         return err
     mine = [d for d in schedule.trace if d.func == reader]
     shown = "; ".join(d.to_python(schedule.user_funcs) for d in (mine or schedule.trace)[:6])
@@ -82,6 +78,27 @@ def _blamed_on_schedule(err, schedule, target):
                          f"region larger than bounds inference can prove safe: its directives"
                          f"{' on ' + reader if mine else ''} ({shown}); change them, or read "
                          "the input through a boundary condition (sl.clamp_edge, ...)")
+
+
+# the first output Func -> {(target, the outputs' ids): whether the unscheduled algorithm
+# passes the access check}; a tuner meets many failing candidates of one algorithm, and
+# lowering a conv's takes ~1 s
+_ALONE_PASSES = weakref.WeakKeyDictionary()
+
+
+def _algorithm_alone_passes(schedule, target):
+    """Whether the algorithm of ``schedule``, unscheduled, passes the access check."""
+    from ..schedule.schedule import Schedule
+    outputs = list(schedule.outputs)
+    known = _ALONE_PASSES.setdefault(outputs[0], {})
+    key = (target, tuple(id(o) for o in outputs))
+    if key not in known:
+        try:
+            _run_passes(Schedule(*outputs), target, _THROUGH_ACCESS_CHECK)
+            known[key] = True
+        except Exception:   # noqa: BLE001 - any failure: the algorithm is not known good
+            known[key] = False
+    return known[key]
 
 
 def _run_passes(schedule, target, passes):
