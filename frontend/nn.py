@@ -201,8 +201,7 @@ def matmul(a, b):
     K = a2.shape[-1]
     if b2.shape[-2] != K:
         raise sl.AlgorithmError(f"matmul: shapes {shape_text(a)} and {shape_text(b)} do not "
-                                f"match: the "
-                                f"inner dimensions are {K} and {b2.shape[-2]}")
+                                f"match: the inner dimensions are {K} and {b2.shape[-2]}")
     batch = EW.broadcast_shapes(a2.shape[:-2], b2.shape[:-2], op="matmul batch dims of "
                                 f"{a.shape} @ {b.shape}")
     M, N = a2.shape[-2], b2.shape[-1]

@@ -110,8 +110,7 @@ def reshape(x, *shape, **kw):
     if -1 in shape:
         if known == 0 or x.size % known:
             raise sl.AlgorithmError(f"reshape: cannot reshape a tensor of shape {shape_text(x)} "
-                                    f"into "
-                                    f"{shape}")
+                                    f"into {shape}")
         shape = tuple(x.size // known if s == -1 else s for s in shape)
     if any(s < 0 for s in shape) or int(np.prod(shape, dtype=np.int64)) != x.size:
         raise sl.AlgorithmError(f"reshape: cannot reshape a tensor of shape {shape_text(x)} "

@@ -92,6 +92,11 @@ def make_workload(workload, size_text, stride=1, kernel=3, dtype="float32", allo
     return WORKLOADS[workload](size)
 
 
+def _threads_text(n):
+    """``1 thread`` / ``2 threads``, for messages."""
+    return f"{n} thread{'' if n == 1 else 's'}"
+
+
 def _beam_schedule(w, outs, hand, target, beam, threads):
     """The workload's schedule for kernels on ``threads`` threads from the tuning database
     (a BEAM=``beam`` search or wider), tuning it first when there is none; the search
@@ -103,9 +108,8 @@ def _beam_schedule(w, outs, hand, target, beam, threads):
     key = workload_key([outs], target, threads=threads)
     found = TuningDatabase().load_schedule(key, [outs], min_beam=beam)
     if found is None:
-        print(f"tuning {w.name} {w.shape_text} (beam {beam}, {threads} "
-              f"thread{'s' if threads != 1 else ''}) for the "
-              "schedlang-beam row", file=sys.stderr, flush=True)
+        print(f"tuning {w.name} {w.shape_text} (beam {beam}, {_threads_text(threads)}) for "
+              "the schedlang-beam row", file=sys.stderr, flush=True)
         found = tune(outs, target=target, beam=beam, budget_s=budget_from_env(),
                      threads=threads, seeds=(hand,)).schedule
     return found
@@ -192,8 +196,8 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
         raise SystemExit(f"schedlang {workload} {w.shape_text}: result differs from numpy by "
                          f"{err:g} (tolerance {w.tolerance():g}); not timing a wrong kernel")
     rows = []
-    cold = runs_start_cold(values, want)
     if dtype == "float32":
+        cold = runs_start_cold(values, want)
         kern = _best_known_kernel(w, outs, kern, values, threads, target, cold)
 
     systems = {"schedlang": lambda: kern(**values)}
@@ -292,7 +296,7 @@ def _print_low_precision_ratios(rows):
         if ratio is not None:
             how = "; the two timed in turns" if "fp32_ratio" in r else ""
             print(f"gemm {shape} {dtype}: {ratio:.2f}x the fp32 schedlang GEMM's rate "
-                  f"({r['threads']} thread{'s' if r['threads'] > 1 else ''}{how})")
+                  f"({_threads_text(r['threads'])}{how})")
 
 
 def _write_csv(rows, path):
@@ -515,8 +519,7 @@ def cmd_tune(args):
     from schedlang.autotune.keys import check_threads
     threads = check_threads(args.threads)       # the database keys the result by it
     print(f"tuning {w.name} {w.shape_text}: beam {args.beam}, budget {args.budget_s:g} s, "
-          f"strategy {args.strategy}, {threads} thread{'s' if threads != 1 else ''}",
-          file=sys.stderr, flush=True)
+          f"strategy {args.strategy}, {_threads_text(threads)}", file=sys.stderr, flush=True)
     result = tune(outs, target=args.target, beam=args.beam, budget_s=args.budget_s,
                   strategy=args.strategy, threads=threads, summary=False,
                   seeds=(hand,))     # the search also starts from the bench's own schedule

@@ -122,10 +122,7 @@ class AccessBoxes:
         e = ir.substitute_lets(last, self.lets)
         if e is last:
             return hi
-        tight = bounds_of(simplify(e), sc).hi
-        if tight is None or hi is None:
-            return hi if tight is None else tight
-        return simplify(E.binary("min", hi, tight))
+        return _tighter(hi, bounds_of(simplify(e), sc).hi, "min")
 
     def expr(self, e, site):
         def fn(n):
