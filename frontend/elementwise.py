@@ -412,19 +412,31 @@ def logical_not(x):
     return elementwise("logical_not", lambda p: ~_truth(p), x)
 
 
+def _integer_op(op, sym, fn, a, b):
+    """An integer-only binary op: operands with no common integer type (int64 next to
+    uint64) are refused here, as numpy does, naming their types rather than the float64
+    that ``+`` would promote them to."""
+    types = [_strong_dtype(_coerce(x, op)) for x in (a, b)]
+    if all(t is not None and t.is_int for t in types) and needs_float64(types):
+        raise sl.AlgorithmError(
+            f"{op}: {types[0].name} {sym} {types[1].name} has no common integer type (numpy "
+            f"refuses it too); cast one side first, e.g. F.cast(b, sl.{types[0].name})")
+    return elementwise(op, fn, a, b)
+
+
 def bitwise_and(a, b):
     """``a & b``: bitwise for integers, logical for bool: ``(x > 0) & (x < 1)``."""
-    return elementwise("bitwise_and", lambda p, q: p & q, a, b)
+    return _integer_op("bitwise_and", "&", lambda p, q: p & q, a, b)
 
 
 def bitwise_or(a, b):
     """``a | b``: bitwise for integers, logical for bool: ``(x < 0) | (x > 1)``."""
-    return elementwise("bitwise_or", lambda p, q: p | q, a, b)
+    return _integer_op("bitwise_or", "|", lambda p, q: p | q, a, b)
 
 
 def bitwise_xor(a, b):
     """``a ^ b``: bitwise for integers, logical for bool: ``m ^ n``."""
-    return elementwise("bitwise_xor", lambda p, q: p ^ q, a, b)
+    return _integer_op("bitwise_xor", "^", lambda p, q: p ^ q, a, b)
 
 
 def bitwise_not(x):
@@ -434,12 +446,12 @@ def bitwise_not(x):
 
 def left_shift(a, b):
     """``a << b`` for integers: ``x << 2``."""
-    return elementwise("left_shift", lambda p, q: p << q, a, b)
+    return _integer_op("left_shift", "<<", lambda p, q: p << q, a, b)
 
 
 def right_shift(a, b):
     """``a >> b`` for integers (arithmetic for signed types): ``x >> 1``."""
-    return elementwise("right_shift", lambda p, q: p >> q, a, b)
+    return _integer_op("right_shift", ">>", lambda p, q: p >> q, a, b)
 
 
 # ---------------------------------------------------------------------- math

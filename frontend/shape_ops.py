@@ -576,7 +576,8 @@ def concat(tensors, *more, axis=_UNSET, dim=None):
             raise sl.AlgorithmError("concat: give axis= or dim=, not both")
         axis = dim
     more = list(more)
-    if more and _is_axis(more[-1]):             # the axis given positionally
+    # the axis given positionally (None too: numpy's flattening concatenate)
+    if more and (_is_axis(more[-1]) or more[-1] is None):
         if axis is not _UNSET:
             raise sl.AlgorithmError(f"concat: axis given twice ({more[-1]} and axis={axis})")
         axis = more.pop()

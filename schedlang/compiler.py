@@ -25,7 +25,7 @@ from .targets.kernel import Kernel
 GPU_TARGETS = ("cuda", "hip", "metal")
 
 
-def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
+def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False, caller="sl.compile"):
     default = None
     lowerable = getattr(outputs, "__schedlang_pipeline__", None)
     if lowerable is not None:
@@ -48,6 +48,10 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
         if not isinstance(o, Func):
             raise CompileError(f"sl.compile / sl.lower take output Funcs (or frontend Tensors); "
                                f"the list holds {_describe(o)}")
+    for n, o in enumerate(outputs):
+        if any(o is p for p in outputs[:n]):
+            raise CompileError(f"{caller}: the output {o.name} is listed twice; list each "
+                               "output Func once (its result is one array)")
     if schedule is None:
         # a tuned schedule from the tuning database, or (BEAM=N, when compiling) a new
         # search; imported here because the autotuner itself builds on this module
@@ -56,14 +60,14 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False):
         if schedule is None:
             schedule = default if default is not None else Schedule(*outputs)
     if not isinstance(schedule, Schedule):
-        raise CompileError(f"sl.compile: schedule must be an sl.Schedule, got {schedule!r}")
+        raise CompileError(f"{caller}: schedule must be an sl.Schedule, got {schedule!r}")
     if len(schedule.outputs) != len(outputs) or any(a is not b for a, b in
                                                      zip(schedule.outputs, outputs)):
         theirs = ", ".join(o.name for o in schedule.outputs)
         ours = ", ".join(o.name for o in outputs)
         same = " (another Func of the same name: was the algorithm built again?)" \
             if theirs == ours else ""
-        raise CompileError(f"sl.compile: the schedule is for {theirs}, not these outputs "
+        raise CompileError(f"{caller}: the schedule is for {theirs}, not these outputs "
                            f"{ours}{same}; build it with sl.Schedule({ours}) of the Funcs you "
                            "compile, or move it over with Schedule.from_json(s.to_json(), ...)")
     return outputs, schedule
@@ -134,7 +138,7 @@ def lower(outputs, schedule=None, target="llvm"):
     """The loop IR of ``outputs`` under ``schedule`` (printable), without compiling it."""
     # the target first: a bad one must not cost a tuning-database lookup
     base = check_target(target)
-    outputs, schedule = _outputs_and_schedule(outputs, schedule, target)
+    outputs, schedule = _outputs_and_schedule(outputs, schedule, target, caller="sl.lower")
     if base == "llvm":
         _check_cpu_directives(schedule)
     stmt, _ = lower_pipeline(schedule, target)

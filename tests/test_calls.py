@@ -920,3 +920,61 @@ def test_an_rdom_range_set_by_a_param_must_fit_int32():
     with pytest.raises(sl.ArgumentError, match=r"RDom r: its range \[p, p \+ 3\) must lie "
                                                r"within int32.*got p = 1099511627776"):
         kern(A=np.zeros(4, np.float32), p=2 ** 40)
+
+
+def test_violated_assume_reads_as_written():
+    """The fact is shown in the user's spelling (no widening casts) with what to do."""
+    A = sl.Input("A", sl.float32, ("M_assume_text",))
+    p = sl.Param("p_assume_text", sl.int32)
+    sl.assume(p <= A.shape[0])
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = A[i] + sl.cast(sl.float32, p)
+    kern = sl.compile(f)
+    with pytest.raises(sl.ArgumentError) as ei:
+        kern(A=np.ones(4, np.float32), p_assume_text=5)
+    msg = str(ei.value)
+    assert "assume(p_assume_text <= M_assume_text)" in msg, msg
+    assert "M_assume_text=4, p_assume_text=5" in msg and "satisfy" in msg, msg
+
+
+def test_an_output_listed_twice_is_refused():
+    x = sl.Var("x")
+    A = sl.Input("A", sl.float32, ("N",))
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] + 1
+    g = sl.Func("g", shape=(A.shape[0],))
+    g[x] = f[x] * 2
+    with pytest.raises(sl.CompileError, match=r"sl.compile: the output f is listed twice"):
+        sl.compile([f, g, f])
+    with pytest.raises(sl.CompileError, match=r"sl.lower: the output f is listed twice"):
+        sl.lower([f, f])
+    with pytest.raises(sl.ScheduleError, match=r"the output f is listed twice"):
+        sl.Schedule(f, f)
+    with pytest.raises(sl.CompileError, match=r"^sl.lower: schedule must be an sl.Schedule"):
+        sl.lower(f, 5)
+
+
+def test_out_must_hold_one_array_per_output():
+    x = sl.Var("x")
+    A = sl.Input("A", sl.float32, ("N",))
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] + 1
+    g = sl.Func("g", shape=(A.shape[0],))
+    g[x] = f[x] * 2
+    kern = sl.compile([f, g])
+    a = np.zeros(4, np.float32)
+    o1, o2 = np.empty(4, np.float32), np.empty(4, np.float32)
+    for out, kind in (({"f": o1, "g": o2}, "dict"), (iter([o1, o2]), "list_iterator"),
+                      ({1, 2}, "set")):
+        with pytest.raises(sl.ArgumentError, match=rf"2 outputs \(f, g\); pass a tuple or list "
+                           rf"of their arrays in that order, not a {kind}"):
+            kern(A=a, out=out)
+    with pytest.raises(sl.ArgumentError, match=r"2 outputs \(f, g\) and out= holds 1"):
+        kern(A=a, out=[o1])
+    r1, r2 = kern(A=a, out=[o1, o2])
+    assert r1 is o1 and r2 is o2 and (o2 == 2).all()
+    one = sl.compile(f)
+    with pytest.raises(sl.ArgumentError, match=r"one output \(f\); pass its array \(a list is "
+                       r"read as one array per output"):
+        one(A=np.zeros(3, np.float32), out=[[0] * 3] * 5)

@@ -584,6 +584,12 @@ class Func(Callable):
                                      f"arguments, got {E.to_expr(a)}")
         names = [a.name for a in args]
         if len(set(names)) != len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            same = [a for a in args if a.name == twice]
+            if any(a is not same[0] for a in same[1:]):
+                raise AlgorithmError(f"{name}[{', '.join(names)}]: two different Vars are both "
+                                     f"named {twice}; give each Var its own name "
+                                     "(sl.vars('x y'))")
             raise AlgorithmError(f"{name}[{', '.join(names)}]: each Var may appear once")
         if self.shape is not None and len(self.shape) != len(args):
             raise AlgorithmError(f"{name} has shape of {len(self.shape)} dimensions but is "

@@ -13,6 +13,25 @@ _PREC = {"or": 1, "and": 2, "eq": 3, "ne": 3, "lt": 3, "le": 3, "gt": 3, "ge": 3
 
 def expr_to_str(e, prec=0) -> str:
     """Print an expression (algorithm or loop IR) as compact pseudocode."""
+    return _text(e, prec, False)
+
+
+def user_text(e) -> str:
+    """``expr_to_str`` without the integer widenings the language inserts itself, so a
+    fact reads as the user wrote it: ``user_text(p <= M)`` gives ``'p <= M'``, not
+    ``'int64(p) <= M'``."""
+    return _text(e, 0, True)
+
+
+def _is_implicit_widening(e):
+    a, b = e.value.dtype, e.dtype
+    return (a.is_int and b.is_int and b.lanes == a.lanes and b.bits > a.bits
+            and (b.is_signed or not a.is_signed))
+
+
+def _text(e, prec, hide_widening):
+    def text(x, p=0):
+        return _text(x, p, hide_widening)
     if isinstance(e, E.Const):
         if e.dtype.is_bool:
             return "true" if e.value else "false"
@@ -24,26 +43,28 @@ def expr_to_str(e, prec=0) -> str:
         return e.name
     if isinstance(e, E.BinOp):
         if e.op in ("min", "max"):
-            return f"{e.op}({expr_to_str(e.a)}, {expr_to_str(e.b)})"
+            return f"{e.op}({text(e.a)}, {text(e.b)})"
         p = _PREC[e.op]
-        s = f"{expr_to_str(e.a, p)} {E.SYMBOL[e.op]} {expr_to_str(e.b, p + 1)}"
+        s = f"{text(e.a, p)} {E.SYMBOL[e.op]} {text(e.b, p + 1)}"
         return f"({s})" if p < prec else s
     if isinstance(e, E.UnOp):
         sym = "-" if e.op == "neg" else ("!" if e.dtype.is_bool else "~")
-        return f"{sym}{expr_to_str(e.a, 10)}"
+        return f"{sym}{text(e.a, 10)}"
     if isinstance(e, E.Select):
-        return f"select({expr_to_str(e.cond)}, {expr_to_str(e.t)}, {expr_to_str(e.f)})"
+        return f"select({text(e.cond)}, {text(e.t)}, {text(e.f)})"
     if isinstance(e, E.Cast):
-        return f"{e.dtype.element().name}({expr_to_str(e.value)})"
+        if hide_widening and _is_implicit_widening(e):
+            return text(e.value, prec)
+        return f"{e.dtype.element().name}({text(e.value)})"
     if isinstance(e, E.Call):
-        return f"{e.name}({', '.join(expr_to_str(a) for a in e.args)})"
+        return f"{e.name}({', '.join(text(a) for a in e.args)})"
     if isinstance(e, E.FuncRef):
-        return f"{e.func.name}[{', '.join(expr_to_str(a) for a in e.args)}]"
+        return f"{e.func.name}[{', '.join(text(a) for a in e.args)}]"
     if isinstance(e, E.Reduce):
-        return f"{e.op}({expr_to_str(e.body)} over {e.rdom.name})"
+        return f"{e.op}({text(e.body)} over {e.rdom.name})"
     custom = getattr(e, "to_str", None)
     if custom is not None:
-        return custom(expr_to_str)
+        return custom(text)
     return f"<{type(e).__name__}>"
 
 

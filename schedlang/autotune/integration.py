@@ -81,7 +81,7 @@ def choose_schedule(outputs, target="llvm", default=None, allow_tuning=True, thr
     db = TuningDatabase()
     if not beam and not os.path.exists(db.path):
         return None, DEFAULT_ORIGIN
-    from .keys import estimated_sizes, symbolic_sizes, workload_key
+    from .keys import estimated_sizes, estimated_sizes_note, symbolic_sizes, workload_key
     sizes = None
     try:
         if symbolic_sizes(outputs):
@@ -104,11 +104,7 @@ def choose_schedule(outputs, target="llvm", default=None, allow_tuning=True, thr
     from .search import tune
     seeds = [default] if default is not None else []
     if sizes:
-        warnings.warn(f"schedlang: tuning {', '.join(o.name for o in outputs)} for the "
-                      f"estimated sizes {', '.join(f'{k}={v}' for k, v in sizes.items())} "
-                      "(its sizes are symbolic); the schedule runs at any size. Call "
-                      "sl.autotune(f, sizes={...}) to tune for the sizes you use",
-                      stacklevel=4)
+        warnings.warn(estimated_sizes_note(outputs, sizes), stacklevel=4)
     tuned = tune(outputs, target, beam=beam, budget_s=budget_from_env(), seeds=seeds,
                  threads=key.threads, sizes=sizes).schedule
     row = db.best_row(key, min_beam=beam)

@@ -180,6 +180,14 @@ def estimated_sizes(outputs):
                          "gives every Input a sensible size; pass sizes={...} to sl.autotune")
 
 
+def estimated_sizes_note(outputs, sizes):
+    """The warning for tuning at ``estimated_sizes``: what was assumed and how to choose."""
+    return (f"schedlang: tuning {', '.join(o.name for o in outputs)} for the estimated sizes "
+            f"{', '.join(f'{k}={v}' for k, v in sizes.items())} (its sizes are symbolic); the "
+            "schedule runs at any size. Call sl.autotune(f, sizes={...}) to tune for the "
+            "sizes you use")
+
+
 @functools.lru_cache(maxsize=None)
 def machine_id(target="llvm"):
     """The machine a measurement was taken on: CPU model, the LLVM CPU name and a hash of the

@@ -28,7 +28,8 @@ from ..schedule.schedule import Schedule
 from .cost_model import CostModel, train_from_measurements
 from .database import Measurement, TuningDatabase, TuningDatabaseError
 from .features import FEATURE_VERSION
-from .keys import check_threads, concrete_sizes, workload_key
+from .keys import (check_threads, concrete_sizes, estimated_sizes, estimated_sizes_note,
+                   symbolic_sizes, workload_key)
 from .measure import Bench, CompilePool
 from .progress import Progress
 from .space import children, realize
@@ -423,6 +424,10 @@ def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None
         if not isinstance(s, Schedule) or [o.name for o in s.outputs] != [o.name for o in outputs]:
             raise ScheduleError(f"autotune(seeds=...): {s!r} is not a Schedule of "
                                 f"{', '.join(o.name for o in outputs)}")
+    if sizes is None and symbolic_sizes(outputs):
+        # as BEAM=N does: tuned (and stored, for sl.compile to find) at estimated sizes
+        sizes = estimated_sizes(outputs)
+        warnings.warn(estimated_sizes_note(outputs, sizes), stacklevel=3)
     shapes = concrete_sizes(outputs, sizes)
     key = workload_key(outputs, target, sizes, threads)
     db = TuningDatabase(database)

@@ -129,9 +129,10 @@ def check_access_bounds(stmt, ctx):
                 for v in sizes.values():
                     ctx.call_checks.append((E.binary("ge", v, 1),
                                             f"{_site_name(site)} reads {f.name} at an index "
-                                            f"that is in bounds only when {v.name} >= 1 (the index "
-                                            "is clamped, wrapped or an arg-reduction's); pass "
-                                            f"a non-empty array"))
+                                            f"that is in bounds only when {v.name} >= 1 (the "
+                                            "index is clamped, wrapped, an arg-reduction's or "
+                                            "recovered from a fused loop); pass a non-empty "
+                                            "array"))
                 continue
             _blame_directive(ctx, site, f, idx)
             cex = counterexample(cond, ctx.facts)

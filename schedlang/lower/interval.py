@@ -189,6 +189,9 @@ class _Bounds:
             if cb is not None and cb > 0:
                 c = E.Const(int(cb), T.int64)
                 return Interval(_op("floordiv", a.lo, c), _op("floordiv", a.hi, c))
+            if a.bounded and _nonneg(a.lo) and b.bounded and _positive(b.lo):
+                # a non-negative range over a positive one (x // C, C a size)
+                return Interval(_op("floordiv", a.lo, b.hi), _op("floordiv", a.hi, b.lo))
             return type_range(e.dtype)
         if op == "mod" and e.dtype.is_int:
             if cb is not None and cb > 0:
@@ -209,8 +212,19 @@ def _neg(x):
 
 
 def _nonneg(x):
+    """Whether ``x`` is known >= 0: a constant, a size, or sums, products, mins, maxes and
+    widenings of such (an output shaped ``A.shape[0] * A.shape[1]``)."""
     v = const_value(simplify(x))
-    return v is not None and v >= 0
+    if v is not None:
+        return v >= 0
+    if isinstance(x, E.SizeVar):
+        return True
+    if isinstance(x, E.Cast) and x.dtype.is_int and x.value.dtype.is_int \
+            and T.can_represent(x.dtype, x.value.dtype):
+        return _nonneg(x.value)
+    if isinstance(x, E.BinOp) and x.op in ("add", "mul", "min", "max"):
+        return _nonneg(x.a) and _nonneg(x.b)
+    return False
 
 
 def _positive(x):

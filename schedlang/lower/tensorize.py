@@ -111,7 +111,7 @@ class _Match:
         return self.ctx.loop_names.get(var, ("", var))[1]
 
     def tensor_op(self):
-        loops, lets, body = self.nest()
+        loops, lets, body, prefetches = self.nest()
         extents = []
         for lp in loops:
             ext = simplify(lp.extent)
@@ -141,10 +141,23 @@ class _Match:
             strides = tuple(self.stride(idx, lp, role, load.buffer) for lp in (lane, red))
             base = simplify(E.substitute(idx, {lane.var: lane.min, red.var: red.min}))
             ops[role] = ir.TensorOperand(load.buffer, load.dtype, base, strides)
-        return ir.TensorOp(self.intr, ops["out"], ops["a"], ops["b"])
+        op = ir.TensorOp(self.intr, ops["out"], ops["a"], ops["b"])
+        if not prefetches:
+            return op
+        # a prefetch beside the update's reads is a hint: it goes before the instruction,
+        # fetching what the first iteration of the replaced loops reads
+        firsts = {lp.var: lp.min for lp in loops}
+        hoisted = []
+        for p in prefetches:
+            index = p.index
+            for var, val in reversed(lets):
+                index = E.substitute(index, {var: val})
+            hoisted.append(p.replace(index=simplify(E.substitute(index, firsts))))
+        return ir.make_block(hoisted + [op])
 
     def nest(self):
-        """The loops (outermost first), lets and the single store under the tensorized loop."""
+        """The loops (outermost first), lets and the single store under the tensorized loop,
+        and the prefetches beside that store."""
         loops, lets, s = [], [], self.loop
         while True:
             if isinstance(s, ir.For):
@@ -155,6 +168,12 @@ class _Match:
                 s = s.body
             else:
                 break
+        prefetches = []
+        if isinstance(s, ir.Block):
+            prefetches = [x for x in s.stmts if isinstance(x, ir.FlatPrefetch)]
+            rest = [x for x in s.stmts if not isinstance(x, ir.FlatPrefetch)]
+            if prefetches and len(rest) == 1:
+                s = rest[0]
         if not isinstance(s, ir.Store):
             what = "a bounds guard (an extent that does not divide evenly; split so the " \
                    "tensorized loops are whole)" if isinstance(s, ir.IfThenElse) else \
@@ -165,7 +184,7 @@ class _Match:
             self.fail(f"{self.intr.name} replaces exactly 2 loops ({self.intr.shape_text()}), "
                       f"but {self.v} and the loops under it are {names}; reorder or split so "
                       f"that exactly one reduction loop is nested under {self.v}")
-        return loops, lets, s
+        return loops, lets, s, prefetches
 
     def match_semantics(self, value, out_buffer):
         sem = self.intr.semantics()

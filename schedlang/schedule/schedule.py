@@ -136,6 +136,10 @@ class Schedule:
                 raise ScheduleError(f"Schedule(...): {o!r} is not a Func; pass the output Func")
             if not o.defined:
                 raise ScheduleError(f"Schedule({o.name}): {o.name} has no definition yet")
+        for n, o in enumerate(outputs):
+            if any(o is p for p in outputs[:n]):
+                raise ScheduleError(f"Schedule(...): the output {o.name} is listed twice; "
+                                    "list each output Func once")
         self.outputs = list(outputs)
         self.trace: list[Directive] = []
         self.assumptions: list = []
@@ -537,6 +541,17 @@ class Schedule:
                 f"{self._level_text(level)}; no loop of one stage of {g.name} encloses every "
                 f"use of {f.name}. Legal locations for {f.name} are: "
                 f"{', '.join(self.legal_locations(f))}")
+        # an output's reads stay where they are whatever comes later in the schedule
+        target = self.stages[id(g)][index]
+        for o in self.outputs:
+            for st in self.stages[id(o)]:
+                if st is not target and any(r.func is f for r in refs(st.definition)):
+                    raise ScheduleError(
+                        f"{directive} on {name}: the output {o.name} reads {f.name}"
+                        f"{'' if st.index == 0 else ' in ' + st.name}, outside "
+                        f"{self._level_text(level)}, so that loop cannot "
+                        f"hold every use of {f.name}. Legal locations for {f.name} are: "
+                        f"{', '.join(self.legal_locations(f))}")
 
     def _level_spelling(self, f, level):
         """How the trace writes ``level``: its bare loop name when that names the same stage
@@ -643,14 +658,46 @@ class Schedule:
                                     f"{why}")
 
     def legal_locations(self, f):
-        """``root`` and every ``consumer.loop`` of a stage that (transitively) reads ``f``,
-        when no other stage of that consumer reads it as well."""
-        out = ["root"]
+        """``root`` and every loop ``consumer.loop`` that encloses every read of ``f``, as
+        the schedule stands: the loops of the one stage that reads ``f`` (directly, or
+        through Funcs inlined into it), and the loops around that stage's compute level."""
+        common = None
+        for st in self._materialized_readers(f):
+            around = self._enclosing_loops(st)
+            common = around if common is None else [x for x in common if x in around]
+        return ["root"] + (common or [])
+
+    def _materialized_readers(self, f, seen=None):
+        """The stages that read ``f`` where its values are used: a Func inlined into its
+        consumers reads ``f`` at its consumers' stages."""
+        seen = seen if seen is not None else set()
+        out = []
         for g in self.funcs:
-            if g is not f and self._uses(g, f):
-                readers = [st for st in self.stages[id(g)] if self._stage_reads(st, f)]
-                for st in readers if len(readers) == 1 else []:
-                    out += [f"{st.name}.{d.name}" for d in st.dims]
+            if g is f or id(g) in seen:
+                continue
+            for st in self.stages[id(g)]:
+                if not any(r.func is f for r in refs(st.definition)):
+                    continue
+                if self.fsched[id(g)].compute[0] == "inline":
+                    seen.add(id(g))
+                    out += [x for x in self._materialized_readers(g, seen) if x not in out]
+                elif st not in out:
+                    out.append(st)
+        return out
+
+    def _enclosing_loops(self, st):
+        """``stage.loop`` names of the loops that run ``st``: its own, then those around its
+        Func's compute level (outermost first within each stage)."""
+        out = [f"{st.name}.{d.name}" for d in st.dims]
+        level = self.fsched[id(st.func)].compute
+        while level[0] == "at":
+            _, g, index, loop = level
+            outer = self.stages[id(g)][index]
+            names = [d.name for d in outer.dims]
+            if loop not in names:
+                break
+            out += [f"{outer.name}.{n}" for n in names[:names.index(loop) + 1]]
+            level = self.fsched[id(g)].compute
         return out
 
     def _order_sensitive(self, st):

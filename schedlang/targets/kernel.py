@@ -23,6 +23,7 @@ import numpy as np
 from ..algo import expr as E
 from ..algo import types as T
 from ..algo.evaluate import Unbound, evaluate
+from ..algo.printer import user_text
 from ..errors import ArgumentError, CompileError, SchedlangError
 from ..lower.ir import ERROR_CODES
 
@@ -273,7 +274,9 @@ class Kernel:
             if not ok:
                 shown = ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())
                                   if k in E.expr_vars(f))
-                raise ArgumentError(f"the arguments violate assume({f}) ({shown})")
+                raise ArgumentError(f"the arguments violate assume({user_text(f)}) ({shown}): "
+                                    "the kernel was compiled relying on it; pass arguments "
+                                    "that satisfy it, or compile without that assume")
         for cond, why in self.call_checks:
             try:
                 ok = evaluate(cond, sizes)
@@ -377,14 +380,31 @@ class Kernel:
                                 "would be infinite); pass a smaller value, or inf itself")
         return rounded
 
+    def _check_out_count(self, out):
+        names = ", ".join(o.name for o in self.outputs)
+        if len(self.outputs) == 1:
+            if len(out) != 1:
+                raise ArgumentError(f"out=: this kernel has one output ({names}); pass its "
+                                    f"array (a {type(out).__name__} is read as one array per "
+                                    "output: wrap it in np.asarray(...) if it is the data)")
+            return
+        if not isinstance(out, (tuple, list)):
+            raise ArgumentError(f"out=: this kernel has {len(self.outputs)} outputs ({names}); "
+                                f"pass a tuple or list of their arrays in that order, not a "
+                                f"{type(out).__name__}")
+        if len(out) != len(self.outputs):
+            raise ArgumentError(f"out=: this kernel has {len(self.outputs)} outputs ({names}) "
+                                f"and out= holds {len(out)}; pass one array per output, in "
+                                "that order")
+
     def _outputs(self, out, sizes, where):
         if out is not None and len(self.outputs) == 1 and not isinstance(out, (tuple, list)):
             out = (out,)
+        if out is not None:
+            self._check_out_count(out)
         arrays = []
         for n, o in enumerate(self.outputs):
             if out is not None:
-                if len(out) != len(self.outputs):
-                    raise ArgumentError(f"out=: give {len(self.outputs)} arrays, one per output")
                 # one output: "out=" says which (its Func may have a generated name)
                 label = "out=" if len(self.outputs) == 1 else f"out= for output {o.name}"
                 a = as_array(label, out[n], written=True)

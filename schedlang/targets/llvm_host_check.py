@@ -12,7 +12,24 @@ import re
 
 # (pattern on one line of AT&T assembly, the feature it needs), most specific first; a
 # line is charged to the first pattern it matches.
+# one operand of an AT&T instruction: a memory operand's commas are inside its parentheses
+_OPERAND = r"\s*(?:[^,(\s]|\([^)]*\))+\s*"
+# integer instructions whose legacy forms have two operands (imul has a legacy
+# three-operand form only with an immediate first)
+_INT_OP = r"((add|sub|and|or|xor|adc|sbb|shl|shr|sar|rol|ror|rcl|rcr|cmov[a-z]+)[bwlq]?\s|imul[wlq]?\s(?!\s*\$))"
+
 _FAMILIES = [
+    # APX (Intel Advanced Performance Extensions): the extended registers r16-r31, the
+    # no-flags prefix, three-operand integer forms ("new data destination"), push2/pop2
+    (r"%r(1[6-9]|2\d|3[01])[dwb]?\b", "egpr"),
+    (r"\{nf\}", "nf"),
+    (rf"^{_INT_OP}{_OPERAND},{_OPERAND},{_OPERAND}$|^(neg|not|inc|dec)[bwlq]?\s{_OPERAND},"
+     rf"{_OPERAND}$", "ndd"),
+    (r"\b(push2|pop2)p?\b", "push2pop2"),
+    (r"\b(pushp|popp)\b", "ppx"),
+    (r"\bc(cmp|test)[a-z]+[bwlq]?\b", "ccmp"),
+    (r"\bcfcmov[a-z]+[bwlq]?\b", "cf"),
+    (r"\bsetzu[a-z]+\b", "zu"),
     (r"\bv(dpbf16ps|cvtne2ps2bf16|cvtneps2bf16)\b", "avx512bf16"),
     (r"\btile(loadd|loaddt1|stored|zero|release)\b|\bldtilecfg\b|\btdp\w+\b", "amx-tile"),
     (r"\{vex\}\s*vpdp(bus|ws)ds?\b", "avxvnni"),

@@ -122,7 +122,9 @@ class MemoryCodegen:
             addrs = [self.b.gep(ptr, [self.b.extract_element(index, I32(lane))],
                                 source_etype=elem) for lane in range(lanes)]
         for p in addrs:
-            self.b.call(fn, [p, I32(0), I32(3), I32(1)])
+            # tagged like a load of its buffer: LLVM otherwise counts a prefetch as a
+            # write to any memory, which keeps a tensorized tile's accumulators in memory
+            self._alias(self.b.call(fn, [p, I32(0), I32(3), I32(1)]), s.buffer)
 
     def expr_Load(self, e):
         ptr, _ = self._buffer(e.buffer)

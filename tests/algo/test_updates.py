@@ -350,3 +350,37 @@ def test_unclamped_scatter_is_rejected_not_written_out_of_bounds():
         hist[img[r]] += 1
         sl.compile(hist)(img=np.array([1, 2, 100], np.int32))
     assert "hist8" in str(ei.value)
+
+
+def test_an_output_shaped_by_a_product_of_sizes_and_its_flattening_read():
+    """shape=(R * C,): the pure definition writes its own domain, and x // C, x % C of it
+    stays inside a (R, C) input (a positive size divides a non-negative range)."""
+    x = sl.Var("x")
+    P = sl.Input("P", sl.float32, ("R_prod", "C_prod"))
+    f = sl.Func("f", shape=(P.shape[0] * P.shape[1],))
+    f[x] = sl.cast(sl.float32, x)
+    np.testing.assert_array_equal(sl.compile(f)(P=np.zeros((3, 4), np.float32)),
+                                  np.arange(12, dtype=np.float32))
+    g = sl.Func("g", shape=(P.shape[0] * P.shape[1],))
+    g[x] = P[x // P.shape[1], x % P.shape[1]]
+    kern = sl.compile(g)
+    p = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(kern(P=p), p.ravel())
+    assert kern(P=np.zeros((0, 4), np.float32)).shape == (0,)
+    assert kern(P=np.zeros((3, 0), np.float32)).shape == (0,)
+    h = sl.Func("h", shape=(P.shape[0] * P.shape[1] + 1,))
+    h[x] = P[x // P.shape[1], x % P.shape[1]]
+    with pytest.raises(sl.AlgorithmError, match=r"h reads P\[x // C_prod, x % C_prod\]: "
+                                                r"dimension 0 ranges over \[0, R_prod\]"):
+        sl.compile(h)
+
+
+def test_two_vars_of_one_name_in_a_definition_are_named_as_such():
+    A = sl.Input("A", sl.float32, (3, 3))
+    x1, x2 = sl.Var("x"), sl.Var("x")
+    f = sl.Func("f")
+    with pytest.raises(sl.AlgorithmError, match=r"f\[x, x\]: two different Vars are both named "
+                                                r"x; give each Var its own name"):
+        f[x1, x2] = A[x1, x2]
+    with pytest.raises(sl.AlgorithmError, match=r"f\[x, x\]: each Var may appear once"):
+        f[x1, x1] = A[x1, x1]

@@ -1,5 +1,6 @@
 """The search: small problems under a tiny budget, templates, counted failures and wrong
 candidates, the budget, and the Schedule it returns."""
+import importlib
 import time
 
 import numpy as np
@@ -343,13 +344,24 @@ def test_bad_beam_environment_is_an_error_naming_the_variable(monkeypatch, env, 
     assert f"{env}={value!r}" in str(e.value) and todo in str(e.value)
 
 
-def test_symbolic_sizes_need_values():
+def test_symbolic_sizes_are_tuned_at_estimates_or_at_the_sizes_given():
     A = sl.Input("A", sl.float32, ("N",))
     x = sl.Var("x")
     f = sl.Func("f", shape=(A.shape[0],))
     f[x] = A[x] * 2
-    with pytest.raises(sl.AlgorithmError, match="sizes="):
-        sl.autotune(f, budget_s=1)
+    # the SPEC's call, as BEAM=N does it: estimated sizes, said in a warning
+    with pytest.warns(UserWarning, match=r"estimated sizes N=1024 .*sizes=\{\.\.\.\}"):
+        s = sl.autotune(f, budget_s=1.5, progress=False)
+    a = np.arange(37, dtype=np.float32)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 2)
+
+    # stored where sl.compile(f) without a schedule looks (BEAM set: it would search)
+    def no_search(*args, **kwargs):
+        raise AssertionError("compile searched instead of loading the tuned schedule")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BEAM", "1")
+        mp.setattr(importlib.import_module("schedlang.autotune.search"), "tune", no_search)
+        assert str(sl.compile(f).schedule) == str(s)
     s = sl.autotune(f, budget_s=1.5, sizes={"N": 256}, progress=False)
     a = np.arange(256, dtype=np.float32)
     np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 2)

@@ -382,3 +382,29 @@ def test_abs_of_bools_and_divmod_as_numpy():
     q, r = divmod(9, Tensor(i))
     np.testing.assert_array_equal(q.numpy(), 9 // i)
     np.testing.assert_array_equal(r.numpy(), 9 % i)
+
+
+def test_integer_ops_without_a_common_integer_type_name_the_operands():
+    i64 = Tensor(np.array([-1, 8], np.int64))
+    u64 = Tensor(np.array([1, 2], np.uint64))
+    for fn, sym, op in ((lambda a, b: a >> b, ">>", "right_shift"),
+                        (lambda a, b: a << b, "<<", "left_shift"),
+                        (lambda a, b: a | b, "|", "bitwise_or"),
+                        (lambda a, b: a & b, "&", "bitwise_and"),
+                        (F.bitwise_xor, "^", "bitwise_xor")):
+        with pytest.raises(sl.AlgorithmError, match=re.escape(
+                f"{op}: int64 {sym} uint64 has no common integer type (numpy refuses it too); "
+                "cast one side first")):
+            fn(i64, u64)
+    # types that do have one still work, as in numpy
+    a, b = np.array([8, -3], np.int8), np.array([3, 200], np.uint8)
+    np.testing.assert_array_equal((Tensor(a) | Tensor(b)).numpy(), a | b)
+    np.testing.assert_array_equal((Tensor(b) >> 1).numpy(), b >> 1)
+
+
+def test_concat_takes_a_positional_none_axis_as_numpy():
+    a, b = rng.random((2, 3)), rng.random(4)
+    got = F.concat([Tensor(a), Tensor(b)], None).numpy()
+    np.testing.assert_array_equal(got, np.concatenate([a, b], None))
+    np.testing.assert_array_equal(F.concat(Tensor(a), Tensor(b), None).numpy(),
+                                  np.concatenate([a, b], None))

@@ -100,10 +100,44 @@ def test_compute_at_lists_legal_locations():
     h[y, x] = g[y, x] + f[y, x]
     s = sl.Schedule(h)
     s[f].compute_root()
-    s[g].compute_at(f, x)     # but h reads g too, outside f's loops
+    # the output h reads g too, outside f's loops: refused at the directive
+    with pytest.raises(sl.ScheduleError, match=r"compute_at\(f, x\) on g: the output h reads g, "
+                                                r"outside f.x.*Legal locations for "
+                                                r"g are: root$"):
+        s[g].compute_at(f, x)
+    assert s.func_schedule(g).compute == ("inline",)
+    # a consumer that is not an output may still move later: that case is found at lowering
+    h2 = sl.Func("h2", shape=(A.shape[0], A.shape[1]))
+    e = sl.Func("e")
+    e[y, x] = g[y, x] * 3
+    h2[y, x] = e[y, x] + f[y, x]
+    s = sl.Schedule(h2)
+    s[f].compute_root()
+    s[e].compute_root()
+    s[g].compute_at(f, x)
     with pytest.raises(sl.ScheduleError, match=r"compute_at\(f, x\) on g: .*Legal locations for "
-                                                r"g are: root"):
-        sl.compile(h, s)
+                                                r"g are: root$"):
+        sl.compile(h2, s)
+
+
+def test_legal_locations_follow_inlined_consumers_and_compute_levels():
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    y, x = sl.vars("y x")
+    g = sl.Func("g")
+    g[y, x] = A[y, x] * 2
+    h = sl.Func("h")
+    h[y, x] = g[y, x] - 1
+    f = sl.Func("f", shape=(A.shape[0], A.shape[1]))
+    f[y, x] = h[y, x] + 1
+    s = sl.Schedule(f)
+    # h is inlined into f: g's reads happen in f's loops, not in h's (it has none)
+    assert s.legal_locations(g) == ["root", "f.y", "f.x"]
+    s[h].compute_at(f, y)
+    # now h reads g, inside f.y: h's own loops and the f loops around it
+    assert s.legal_locations(g) == ["root", "h.y", "h.x", "f.y"]
+    s[g].compute_at(f, y)
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 2)
 
 
 def test_accumulators_of_an_inner_reduction_loop_are_promoted():

@@ -340,3 +340,23 @@ def test_a_lane_loop_holding_an_inline_sums_init_says_to_write_the_update_form()
     b = (np.arange(64, dtype=np.int16).reshape(16, 4) - 32).astype(np.int8)
     np.testing.assert_array_equal(sl.compile(D, s)(A=a, B=b),
                                   (a.astype(np.int32) * b).sum(1))
+
+
+@needs_vnni
+def test_a_prefetch_beside_the_tensorized_update_goes_before_the_instruction():
+    """prefetch is a hint: under a tensorized loop it is issued once before the instruction,
+    for the first iteration of the loops it replaces, and the tile stays exact."""
+    M, N, K = 12, 64, 128
+    C, s, acc = lowp_gemm(M, N, K)
+    s[acc].tensorize("jv", vpdpbusd)
+    s[acc].prefetch("A", "r.x", 8)
+    kern = sl.compile(C, s)
+    a, b = int8_inputs(M, N, K)
+    np.testing.assert_array_equal(kern(A=a, B=b), exact_int_matmul(a, b))
+    lines = kern.loop_ir.splitlines()
+    first_op = next(n for n, line in enumerate(lines) if "vpdpbusd(" in line)
+    fetches = [line.strip() for line in lines if line.strip().startswith("prefetch A[")]
+    assert fetches and "prefetch A[" in lines[first_op - 1], "\n".join(lines)
+    # one per row of the 6-row tile (merged across the unrolled columns), 8 r.x = 32 k ahead
+    assert len(fetches) == 6 and all("r.x * 4 + " in f for f in fetches), fetches
+    assert "llvm.prefetch" in kern.source and "prefetcht0" in kern.assembly

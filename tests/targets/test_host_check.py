@@ -32,6 +32,13 @@ def host_has(feature):
     ("vpaddd %ymm1, %ymm2, %ymm3", "+avx,+fma", "avx2"),
     ("vaddps %ymm1, %ymm2, %ymm3", "+sse4.2,+popcnt", "avx"),
     ("shlxq %rax, %rbx, %rcx", "+avx,+avx2,+bmi", "bmi2"),
+    # APX: extended registers, the no-flags prefix, three-operand integer forms
+    ("movq %r17, 8(%rdi,%rax,4)", ALL_AVX512, "egpr"),
+    ("{nf} andq %r8, %rax, %rdi", ALL_AVX512, "nf"),
+    ("andq %r8, %rax, %rdi", ALL_AVX512, "ndd"),
+    ("imulq 8(%rdi,%rax), %rbx, %rcx", ALL_AVX512, "ndd"),
+    ("negq %rax, %rcx", ALL_AVX512, "ndd"),
+    ("push2 %rax, %rbx", ALL_AVX512, "push2pop2"),
 ])
 def test_instruction_families_name_the_feature_they_need(line, host, feature):
     asm = f"\t.text\nkernel:\n\t{line}  # comment\n\tretq\n"
@@ -42,6 +49,10 @@ def test_instruction_families_name_the_feature_they_need(line, host, feature):
 def test_plain_code_and_unlisted_features_pass():
     asm = "\tvmovups (%rdi), %zmm0\n\tvfmadd231ps %zmm1, %zmm2, %zmm0 {%k1}\n\tvzeroupper\n"
     assert missing_feature(asm, ALL_AVX512) is None
+    # legacy integer forms that look like APX's three-operand ones
+    legacy = ("\timulq $5, %rax, %rdx\n\taddq 8(%rdi,%rax), %rcx\n\tshldq $3, %rax, %rdx\n"
+              "\tleaq 8(%rdi,%rax,4), %rcx\n\tcmovneq %rax, %rbx\n\tnegq %r15\n")
+    assert missing_feature(legacy, ALL_AVX512) is None
     assert missing_feature("\tmovq %rax, %rbx\n\taddq $1, %rax\n", "+sse2") is None
     assert missing_feature("\tvaddph %zmm1, %zmm2, %zmm3\n", "") is None   # nothing to compare
 
@@ -69,6 +80,26 @@ def test_a_kernel_for_a_cpu_with_instructions_this_one_lacks_is_refused_not_run(
     with pytest.raises(sl.CompileError, match="avx512fp16"):
         kern.time(A=a)
     assert "define" in kern.source          # it can still be inspected
+
+
+def test_a_kernel_using_apx_registers_is_refused_on_a_cpu_without_apx():
+    if "diamondrapids" not in _known_cpu_names() or host_has("egpr"):
+        pytest.skip("needs an LLVM that knows diamondrapids and a CPU without APX")
+    x = sl.Var("x")
+    A = sl.Input("A", sl.float32, ("N",))
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] + 1
+    kern = sl.compile(f, target="llvm:diamondrapids")
+    found = missing_feature(kern.module.assembly, llvm.get_host_cpu_features().flatten())
+    if found is None:
+        pytest.skip("this LLVM's code for diamondrapids uses no APX instruction")
+    with pytest.raises(sl.CompileError, match=r"compiled for diamondrapids and uses .*not run here"):
+        kern(A=np.zeros(64, np.float32))
+
+
+def _known_cpu_names():
+    from schedlang.targets.llvm_jit import _known_cpus
+    return _known_cpus()
 
 
 @pytest.mark.parametrize("target", ["llvm:x86-64", "llvm:" + llvm.get_host_cpu_name()])
