@@ -47,7 +47,10 @@ def _size_of(workload, text, parts):
             raise SystemExit(f"--size {text!r}: blur needs an image of at least 3x3")
         if len(size) == 2:
             return size
-    raise SystemExit(f"--size {text!r} does not fit workload {workload}")
+    forms = {"gemm": "N or MxNxK", "conv": "C or NxCxHxWxK", "blur": "N or HxW",
+             "softmax": "N or RxC"}
+    raise SystemExit(f"--size {text!r} does not fit workload {workload}, which takes "
+                     f"{forms.get(workload, 'another form')} (e.g. --size 1024)")
 
 
 def _check_fits_in_memory(workload, text, size):

@@ -407,6 +407,12 @@ def cmd_bench(args):
         raise SystemExit(f"--compare {','.join(unknown)}: unknown system; choose from "
                          f"{', '.join(COMPARE_SYSTEMS)}")
     threads = _thread_counts(args.threads)
+    if "conv" not in names and (args.stride != 1 or args.kernel != 3):
+        raise SystemExit(f"--stride / --kernel choose the conv layer; bench {' '.join(names)} "
+                         "has no conv: leave them out, or bench conv")
+    if "gemm" not in names and args.dtype != ["float32"]:
+        raise SystemExit(f"--dtype {','.join(args.dtype)} chooses the gemm's types; bench "
+                         f"{' '.join(names)} has no gemm: leave it out, or bench gemm")
     if args.size:
         args.size = list(dict.fromkeys(args.size))     # a size given twice is measured once
     from schedlang.compiler import check_target

@@ -133,9 +133,16 @@ def _check_cpu_directives(schedule):
                                        "Use parallel(...) for CPU threads")
 
 
+def _refuse_unknown(where, unknown, signature):
+    if unknown:
+        raise CompileError(f"{where}: no argument named {sorted(unknown)[0]!r}; its arguments "
+                           f"are ({signature})")
+
+
 @deep_recursion(CompileError, "sl.lower")
-def lower(outputs, schedule=None, target="llvm"):
+def lower(outputs, schedule=None, target="llvm", **unknown):
     """The loop IR of ``outputs`` under ``schedule`` (printable), without compiling it."""
+    _refuse_unknown("sl.lower", unknown, "outputs, schedule=None, target='llvm'")
     # the target first: a bad one must not cost a tuning-database lookup
     base = check_target(target)
     outputs, schedule = _outputs_and_schedule(outputs, schedule, target, caller="sl.lower")
@@ -194,9 +201,10 @@ class BoundKernel(Kernel):
 
 
 @deep_recursion(CompileError, "sl.compile")
-def compile(outputs, schedule=None, target="llvm"):  # noqa: A001 - SPEC name
+def compile(outputs, schedule=None, target="llvm", **unknown):  # noqa: A001 - SPEC name
     """Compile ``outputs`` (a Func, several, or a frontend Tensor) under ``schedule`` for
     ``target`` and return a callable Kernel. Example: ``sl.compile(C, s)(A=a, B=b)``."""
+    _refuse_unknown("sl.compile", unknown, "outputs, schedule=None, target='llvm'")
     bound_args = getattr(outputs, "__schedlang_arguments__", None)
     bound = dict(bound_args()) if bound_args is not None else {}
     # the target first: a bad one must not start a BEAM search

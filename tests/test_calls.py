@@ -978,3 +978,38 @@ def test_out_must_hold_one_array_per_output():
     with pytest.raises(sl.ArgumentError, match=r"one output \(f\); pass its array \(a list is "
                        r"read as one array per output"):
         one(A=np.zeros(3, np.float32), out=[[0] * 3] * 5)
+
+
+def test_unknown_keywords_and_broken_array_producers_are_schedlang_errors():
+    x = sl.Var("x")
+    A = sl.Input("A", sl.float32, ("N",))
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] + 1
+    with pytest.raises(sl.CompileError, match=r"sl.compile: no argument named 'bogus'; its "
+                       r"arguments are \(outputs, schedule=None, target='llvm'\)"):
+        sl.compile(f, bogus=1)
+    with pytest.raises(sl.CompileError, match=r"sl.lower: no argument named 'tagret'"):
+        sl.lower(f, tagret="llvm")
+
+    class BrokenInterface:
+        @property
+        def __array_interface__(self):
+            raise RuntimeError("boom")
+    with pytest.raises(sl.ArgumentError, match=r"argument A: cannot read it through "
+                       r"__array_interface__ \(boom\)"):
+        sl.compile(f)(A=BrokenInterface())
+
+
+def test_a_zero_d_tensor_is_a_param_value_like_a_zero_d_array():
+    torch = pytest.importorskip("torch")
+    x = sl.Var("x")
+    A = sl.Input("A", sl.float32, ("N",))
+    scale = sl.Param("scale_0d", sl.float32)
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = A[x] * scale
+    kern = sl.compile(f)
+    a = np.arange(3, dtype=np.float32)
+    for v in (np.array(2.0), torch.tensor(2.0), torch.tensor(2.0, requires_grad=True)):
+        np.testing.assert_array_equal(kern(A=a, scale_0d=v), a * 2)
+    with pytest.raises(sl.ArgumentError, match="Param scale_0d"):
+        kern(A=a, scale_0d=torch.tensor([2.0]))

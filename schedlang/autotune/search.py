@@ -16,6 +16,7 @@ Example::
 """
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import random
@@ -468,6 +469,12 @@ def autotune(f, target="llvm", beam=4, budget_s=60, strategy="beam", **options):
     ``sl.compile(f)`` uses it. ``strategy="model"`` measures only what the cost model ranks
     best. Other options as in ``tune``.
     Example: ``s = sl.autotune(C, beam=4, budget_s=60); sl.compile(C, s)``."""
+    known = [n for n, p in inspect.signature(tune).parameters.items()
+             if p.kind == p.KEYWORD_ONLY]
+    for name in options:
+        if name not in known:
+            raise ScheduleError(f"autotune: no option named {name!r}; the options are target, "
+                                f"beam, budget_s, strategy, {', '.join(known)}")
     return tune(f, target, beam, budget_s, strategy, **options).schedule
 
 

@@ -126,6 +126,15 @@ class BFloat16Bits(np.ndarray):
     array that remembers it was bfloat16, so a dtype error can say what the user passed."""
 
 
+def _has_attribute(x, name):
+    """``hasattr``, counting an attribute whose property raises as present (reading it
+    then fails with the producer's message, as an ArgumentError)."""
+    try:
+        return hasattr(x, name)
+    except Exception:   # noqa: BLE001 - any producer's property
+        return True
+
+
 def as_array(name, x, written=False):
     """A numpy view of an array-like (numpy, ``__dlpack__``, ``__array_interface__``);
     ``written``: the kernel writes it (an ``out=`` array)."""
@@ -149,11 +158,12 @@ def as_array(name, x, written=False):
                 return bits
             raise ArgumentError(f"argument {name}: cannot read it through __dlpack__ ({e}); pass a "
                                 "CPU array") from None
-    if hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
+    if _has_attribute(x, "__array_interface__") or _has_attribute(x, "__array__"):
         try:
             return np.asarray(x)
         except Exception as e:   # noqa: BLE001 - a malformed interface from any producer
-            how = "__array_interface__" if hasattr(x, "__array_interface__") else "__array__"
+            how = "__array_interface__" if _has_attribute(x, "__array_interface__") \
+                else "__array__"
             raise ArgumentError(f"argument {name}: cannot read it through {how} ({e}); pass a "
                                 "numpy array") from None
     raise ArgumentError(f"argument {name}: expected an array (numpy, or an object with __dlpack__ "
@@ -352,6 +362,9 @@ class Kernel:
 
     def _check_param(self, p, v):
         dt = p.dtype
+        if not isinstance(v, np.ndarray) and hasattr(v, "__dlpack__") and \
+                getattr(v, "shape", None) == ():
+            v = as_array(f"Param {p.name}", v)      # a 0-d torch tensor, like a 0-d array
         if isinstance(v, np.ndarray) and v.ndim == 0:
             v = v.item()
         if isinstance(v, np.generic):

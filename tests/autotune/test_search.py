@@ -506,3 +506,9 @@ def test_a_deeply_unrolled_candidate_is_lowered_not_counted_as_a_crash():
     s[acc].reorder("k", "i", "j").vectorize("j", 16).unroll("i").unroll("j.o")
     r = measure.lower_candidate([C], "llvm", s.to_json(), False, 1)
     assert r.ok, (r.kind, r.message)
+
+
+def test_autotune_names_an_unknown_option():
+    with pytest.raises(sl.ScheduleError, match=r"autotune: no option named 'bogus'; the options "
+                       r"are target, beam, budget_s, strategy, threads, sizes"):
+        sl.autotune(matmul(16), budget_s=1, bogus=1)

@@ -49,6 +49,20 @@ def test_bad_sizes_and_targets_are_refused_with_a_message_before_anything_runs()
         assert "Traceback" not in r.stderr
 
 
+def test_options_of_another_workload_or_a_wrong_size_form_are_refused():
+    for args, said in [(("gemm", "--size", "16x16"),
+                        "--size '16x16' does not fit workload gemm, which takes N or MxNxK"),
+                       (("conv", "--size", "1x8x8x8"),
+                        "does not fit workload conv, which takes C or NxCxHxWxK"),
+                       (("gemm", "--size", "16", "--stride", "2"),
+                        "--stride / --kernel choose the conv layer; bench gemm has no conv"),
+                       (("softmax", "--size", "16", "--dtype", "int8"),
+                        "--dtype int8 chooses the gemm's types; bench softmax has no gemm")]:
+        r = _run("bench", *args, "--threads", "1")
+        assert r.returncode == 1 and said in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+
+
 def test_show_prints_schedule_loop_ir_and_code():
     r = _run("show", "gemm", "--size", "64")
     assert r.returncode == 0, r.stderr
