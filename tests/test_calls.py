@@ -938,13 +938,19 @@ def test_violated_assume_reads_as_written():
     assert "M_assume_text=4, p_assume_text=5" in msg and "satisfy" in msg, msg
 
 
-def test_an_output_listed_twice_is_refused():
+def _plus_one_then_double():
+    """f = A + 1 and g = 2 f, both outputs of symbolic length N."""
     x = sl.Var("x")
     A = sl.Input("A", sl.float32, ("N",))
     f = sl.Func("f", shape=(A.shape[0],))
     f[x] = A[x] + 1
     g = sl.Func("g", shape=(A.shape[0],))
     g[x] = f[x] * 2
+    return f, g
+
+
+def test_an_output_listed_twice_is_refused():
+    f, g = _plus_one_then_double()
     with pytest.raises(sl.CompileError, match=r"sl.compile: the output f is listed twice"):
         sl.compile([f, g, f])
     with pytest.raises(sl.CompileError, match=r"sl.lower: the output f is listed twice"):
@@ -956,12 +962,7 @@ def test_an_output_listed_twice_is_refused():
 
 
 def test_out_must_hold_one_array_per_output():
-    x = sl.Var("x")
-    A = sl.Input("A", sl.float32, ("N",))
-    f = sl.Func("f", shape=(A.shape[0],))
-    f[x] = A[x] + 1
-    g = sl.Func("g", shape=(A.shape[0],))
-    g[x] = f[x] * 2
+    f, g = _plus_one_then_double()
     kern = sl.compile([f, g])
     a = np.zeros(4, np.float32)
     o1, o2 = np.empty(4, np.float32), np.empty(4, np.float32)
