@@ -207,7 +207,9 @@ class _Match:
         if sorted(outs) != [0, 1]:
             self.fail(f"the output index must step by 1 along the lane loop and stay fixed "
                       f"along the reduction loop; along {', '.join(self.user(lp.var) for lp in loops)} "
-                      f"it steps by {', '.join(map(str, outs))}")
+                      f"it steps by {', '.join(map(str, outs))}. Tensorize the loop over the "
+                      "output's last (contiguous) dimension, split to the instruction's lanes, "
+                      "with one reduction loop of its depth under it")
         lane_i = outs.index(1)
         lane, red = loops[lane_i], loops[1 - lane_i]
         if extents[lane_i] != self.intr.lanes or extents[1 - lane_i] != self.intr.depth:
@@ -235,6 +237,12 @@ class _Match:
         step = None if s is None else sympy.expand(s.subs(v, v + 1) - s)
         if step is None or v in step.free_symbols:
             return f"{where} is not affine in the loop {self.user(loop.var)}"
+        if step.is_number:
+            return (f"{where} steps by {step} along the loop {self.user(loop.var)}; "
+                    f"{self.intr.name} reads each operand forward in memory. Copy {buffer} "
+                    f"into a Func laid out for the instruction (for a matrix product, "
+                    f"packed[ko, j, ki] = {buffer}[{self.intr.depth} * ko + ki, j]) and read "
+                    "that")
         return (f"{where} steps by {step} along the loop {self.user(loop.var)}, "
                 f"a size known only at run time; {self.intr.name} needs a constant step. Copy "
                 f"{buffer} into a Func laid out for the instruction (for a matrix product, "

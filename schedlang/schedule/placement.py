@@ -48,8 +48,10 @@ class Placement:
         if isinstance(g, Input):
             raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: {g.name} is an Input")
         if g is f:
+            done = "stored" if directive == "store_at" else "computed"
             raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: a Func cannot be "
-                                "computed inside its own loops")
+                                f"{done} inside its own loops; name a loop of a Func that reads "
+                                f"{f.name}, or 'root'")
         if not self._uses(g, f):
             raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: {g.name} does not use "
                                 f"{f.name}. Legal locations for {f.name} are: "

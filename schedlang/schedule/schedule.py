@@ -273,7 +273,9 @@ class Schedule(Placement):
         if not 1 <= n < len(stages):
             raise ScheduleError(f"{what} on {f.name}: {f.name} has {len(stages) - 1} update "
                                 f"stage(s)" + (f"; use update(0) .. update({len(stages) - 2})"
-                                               if len(stages) > 1 else ""))
+                                               if len(stages) > 1 else
+                                               f"; schedule its definition with s[{f.name}] "
+                                               "itself"))
         return stages[n]
 
     def _func_sched(self, f, directive):

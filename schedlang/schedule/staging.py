@@ -31,8 +31,11 @@ def cache_read(s, st, consumer, memory, name):
     if not reads:
         users = [h.name for h in s.funcs if any(r.func is src for d in s.definitions(h)
                                                    for r in refs(d))]
+        who = (f"the Funcs that do are: {', '.join(users)}" if users else
+               f"no Func reads {src.name} (is it the output, or the Func that reads "
+               f"{g.name}? cache_read stages a producer of the consumer you name)")
         raise ScheduleError(f"cache_read({g.name}) on {src.name}: {g.name} does not read "
-                            f"{src.name} directly; the Funcs that do are: {', '.join(users)}")
+                            f"{src.name} directly; {who}")
     ndim = len(src.shape) if isinstance(src, Input) else src.ndim
     first = reads[0].args
     names = [a.name for a in first if isinstance(a, E.Var)]

@@ -850,3 +850,23 @@ def test_update_takes_an_int_stage_number():
     assert s[f].update(np.int64(0)) is s[f].update(0)
     with pytest.raises(sl.ScheduleError, match=r"update\(1\) on f: f has 1 update stage"):
         s[f].update(1)
+
+
+def test_messages_of_placement_and_staging_mistakes_say_what_to_do():
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    y, x = sl.vars("y x")
+    bx = sl.Func("bx")
+    bx[y, x] = A[y, x] * 2
+    by = sl.Func("by", shape=(A.shape[0], A.shape[1]))
+    by[y, x] = bx[y, x] + 1
+    s = sl.Schedule(by)
+    with pytest.raises(sl.ScheduleError, match=r"update\(0\) on by: by has 0 update stage\(s\); "
+                                                r"schedule its definition with s\[by\] itself"):
+        s[by].update(0)
+    with pytest.raises(sl.ScheduleError, match=r"store_at\(bx, y\) on bx: a Func cannot be stored "
+                                                r"inside its own loops; name a loop of a Func "
+                                                r"that reads bx, or 'root'"):
+        s[bx].store_at(bx, y)
+    with pytest.raises(sl.ScheduleError, match=r"cache_read\(bx\) on by: bx does not read by "
+                                                r"directly; no Func reads by \(is it the output"):
+        s[by].cache_read(bx)

@@ -360,3 +360,25 @@ def test_a_prefetch_beside_the_tensorized_update_goes_before_the_instruction():
     # one per row of the 6-row tile (merged across the unrolled columns), 8 r.x = 32 k ahead
     assert len(fetches) == 6 and all("r.x * 4 + " in f for f in fetches), fetches
     assert "llvm.prefetch" in kern.source and "prefetcht0" in kern.assembly
+
+
+def test_an_operand_read_backwards_is_told_to_pack_not_called_a_runtime_size():
+    i, j = sl.vars("i j")
+    k = sl.RDom(8, name="k")
+    a = sl.Input("a", sl.uint8, (2, 8))
+    b = sl.Input("b", sl.int8, (8, 16))
+    acc = sl.Func("acc", shape=(2, 16))
+    acc[i, j] = sl.cast(sl.int32, 0)
+    acc[i, j] = acc[i, j] + sl.cast(sl.int32, a[i, k]) * sl.cast(sl.int32, b[7 - k, j])
+    s = sl.Schedule(acc)
+    u = s[acc].update(0)
+    jo, ji = u.split(j, 16)
+    ko, ki = u.split(k, 4)
+    u.reorder(i, jo, ko, ji, ki)
+    u.tensorize(ji, vpdpbusd)
+    with pytest.raises(sl.ScheduleError) as e:
+        sl.lower(acc, s)
+    msg = str(e.value)
+    assert "the index of b (operand b) steps by -16 along the loop k.i; vpdpbusd reads each " \
+           "operand forward in memory" in msg and "packed[ko, j, ki]" in msg, msg
+    assert "run time" not in msg
