@@ -282,7 +282,8 @@ class Tensor:
         """``(output Func, Schedule)``: what ``sl.compile(tensor)`` compiles, to schedule by
         hand. The Schedule is a copy of the frontend's default one; ``sl.Schedule(tensor)``
         gives an unscheduled one instead. Either compiles with ``sl.compile(tensor, s)``.
-        Example: ``f, s = y.pipeline(); s[f].unroll(f.args[-1], 2); sl.compile(y, s)``."""
+        Example: ``f, s = y.pipeline(); print(s[f].loop_names()); sl.compile(y, s)``;
+        ``s[y]`` is ``s[f]`` too."""
         out, default = self.__schedlang_pipeline__()
         return out, default.copy()
 
@@ -437,6 +438,8 @@ def graph_key(t: Tensor):
 # one AVX-512 register of float32 (16 lanes: half the instructions of 8 for math such as
 # exp, and its vscalefps), or half of one for rows of 8 to 15
 VECTOR_WIDTH = 16
+# the elements one thread takes of a 1-D result (64 KiB of float32)
+PARALLEL_CHUNK = 16384
 
 
 def default_schedule(t: Tensor, out):
@@ -543,12 +546,23 @@ def loop_schedule(s, f):
         outer = next((d for d, n in enumerate(shape[:-1]) if n > 1), None)
         stage.parallel(io if names[outer] == other else args[outer])
         return
-    width = next((w for w in (VECTOR_WIDTH, VECTOR_WIDTH // 2) if shape[-1] >= w), None)
+    dims, ext = list(args), list(shape)
+    # trailing dims of extent 1 leave nothing to vectorize: fold them into the one before
+    # (an (N, 1) result is one loop of N, contiguous)
+    while len(dims) > 1 and ext[-1] == 1:
+        dims[-2:] = [stage.fuse(dims[-2], dims[-1])]
+        ext[-2:] = [ext[-2]]
+    width = next((w for w in (VECTOR_WIDTH, VECTOR_WIDTH // 2) if ext[-1] >= w), None)
+    outer = next((d for d, n in enumerate(ext[:-1]) if n > 1), None)
+    if outer is None and width is not None and ext[-1] >= 2 * PARALLEL_CHUNK:
+        # one long dimension (a 1-D result): chunks of it in parallel, each vectorized
+        chunks, within = stage.split(dims[-1], PARALLEL_CHUNK)
+        stage.vectorize(within, width).parallel(chunks)
+        return
     if width is not None:
-        stage.vectorize(args[-1], width)
-    outer = next((d for d, n in enumerate(shape[:-1]) if n > 1), None)
+        stage.vectorize(dims[-1], width)
     if outer is not None:
-        stage.parallel(args[outer])
+        stage.parallel(dims[outer])
 
 
 def _check_input_names(inputs):

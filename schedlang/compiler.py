@@ -25,7 +25,10 @@ from .targets.kernel import Kernel
 GPU_TARGETS = ("cuda", "hip", "metal")
 
 
-def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False, caller="sl.compile"):
+def output_funcs(outputs, caller="sl.compile"):
+    """``(output Funcs, their default Schedule or None)`` of what ``sl.compile`` takes: a
+    Func, a list of Funcs, a frontend Tensor or a list of them (whose own default schedules
+    are merged). Example: ``output_funcs([y, y.sum()])``."""
     default = None
     lowerable = getattr(outputs, "__schedlang_pipeline__", None)
     if lowerable is not None:
@@ -35,23 +38,33 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False, caller="
     elif isinstance(outputs, (list, tuple)) and outputs:
         outputs = list(outputs)
     else:
-        raise CompileError(f"sl.compile / sl.lower take an output Func (or a list of them, or a "
-                           f"frontend Tensor), got {_describe(outputs)}")
+        raise CompileError(f"{caller} takes an output Func (or a list of them, or a frontend "
+                           f"Tensor), got {_describe(outputs)}")
+    for n, o in enumerate(outputs):
+        if any(o is p for p in outputs[:n]):
+            label = o.name if isinstance(o, Func) else f"at position {n} ({type(o).__name__})"
+            raise CompileError(f"{caller}: the output {label} is listed twice; list each "
+                               "output once (its result is one array)")
     # several frontend Tensors: their output Funcs in one kernel, scheduled by each one's
     # own default schedule in turn
     pipelines = [o.__schedlang_pipeline__() if hasattr(o, "__schedlang_pipeline__") else None
                  for o in outputs]
     outputs = [p[0] if p is not None else o for p, o in zip(pipelines, outputs)]
-    if default is None and any(p is not None for p in pipelines):
-        default = _merged_defaults(outputs, [p[1] for p in pipelines if p is not None])
     for o in outputs:
         if not isinstance(o, Func):
-            raise CompileError(f"sl.compile / sl.lower take output Funcs (or frontend Tensors); "
+            raise CompileError(f"{caller} takes output Funcs (or frontend Tensors); "
                                f"the list holds {_describe(o)}")
     for n, o in enumerate(outputs):
         if any(o is p for p in outputs[:n]):
             raise CompileError(f"{caller}: the output {o.name} is listed twice; list each "
-                               "output Func once (its result is one array)")
+                               "output once (its result is one array)")
+    if default is None and any(p is not None for p in pipelines):
+        default = _merged_defaults(outputs, [p[1] for p in pipelines if p is not None])
+    return outputs, default
+
+
+def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False, caller="sl.compile"):
+    outputs, default = output_funcs(outputs, caller)
     if schedule is None:
         # a tuned schedule from the tuning database, or (BEAM=N, when compiling) a new
         # search; imported here because the autotuner itself builds on this module
@@ -85,21 +98,28 @@ def _describe(x):
 
 def _merged_defaults(outputs, schedules):
     """One Schedule of ``outputs`` that replays each of ``schedules`` (defaults made for one
-    output each) whose Funcs no earlier one scheduled; a default that would place a Func
-    another one already placed (a shared intermediate) is left out. Returns None when the
-    result does not lower; the caller then uses ``sl.Schedule``'s default."""
+    output each), Func by Func: the directives of a Func an earlier default already
+    scheduled (a shared intermediate) are left out, and so are those that no longer apply
+    to what the earlier ones made. Returns None when the result does not lower; the
+    caller then uses ``sl.Schedule``'s default."""
     if any(not isinstance(o, Func) for o in outputs):
         return None
     merged, taken = Schedule(*outputs), set()
-    funcs = {f.name for f in merged.funcs}
     for s in schedules:
-        # the Funcs (not Inputs, not loops) this default places or reads its loops from
-        touched = {n for d in s.trace for n in [d.func, *d.args] if n in funcs}
-        if touched & taken:
-            continue
+        groups = {}
         for d in s.trace:
-            merged.apply(d)
-        taken |= touched
+            groups.setdefault(d.func, []).append(d)
+        for name, directives in groups.items():
+            if name in taken:
+                continue
+            trial = merged.copy()
+            try:
+                for d in directives:
+                    trial.apply(d)
+            except SchedlangError:
+                continue
+            merged = trial
+            taken.add(name)
     try:
         lower_pipeline(merged, "llvm")
     except SchedlangError:
@@ -205,8 +225,10 @@ def compile(outputs, schedule=None, target="llvm", **unknown):  # noqa: A001 - S
     """Compile ``outputs`` (a Func, several, or a frontend Tensor) under ``schedule`` for
     ``target`` and return a callable Kernel. Example: ``sl.compile(C, s)(A=a, B=b)``."""
     _refuse_unknown("sl.compile", unknown, "outputs, schedule=None, target='llvm'")
-    bound_args = getattr(outputs, "__schedlang_arguments__", None)
-    bound = dict(bound_args()) if bound_args is not None else {}
+    bound = {}
+    for o in outputs if isinstance(outputs, (list, tuple)) else [outputs]:
+        bound_args = getattr(o, "__schedlang_arguments__", None)
+        bound.update(bound_args() if bound_args is not None else {})
     # the target first: a bad one must not start a BEAM search
     base = check_target(target)
     outputs, schedule = _outputs_and_schedule(outputs, schedule, target, tune=True)

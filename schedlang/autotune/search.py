@@ -25,6 +25,7 @@ import warnings
 
 from ..algo.func import Func
 from ..errors import CompileError, ScheduleError, SchedlangError
+from ..compiler import output_funcs
 from ..schedule.schedule import Schedule
 from .cost_model import CostModel, train_from_measurements
 from .database import Measurement, TuningDatabase, TuningDatabaseError
@@ -104,6 +105,9 @@ def pipeline_outputs(f):
     """``(outputs list, extra seed schedule or None)`` of a Func, a list of Funcs, or an
     object with ``__schedlang_pipeline__`` (a frontend Tensor, whose own default schedule
     becomes a seed). Example: ``pipeline_outputs(C) == ([C], None)``."""
+    if isinstance(f, (list, tuple)) and any(hasattr(o, "__schedlang_pipeline__") for o in f):
+        # several frontend Tensors: their output Funcs, seeded with their merged defaults
+        return output_funcs(f, caller="autotune")
     lowerable = getattr(f, "__schedlang_pipeline__", None)
     extra = None
     if lowerable is not None:
@@ -111,8 +115,8 @@ def pipeline_outputs(f):
     outputs = [f] if isinstance(f, Func) else list(f) if isinstance(f, (list, tuple)) else [f]
     for o in outputs:
         if not isinstance(o, Func):
-            raise ScheduleError(f"autotune needs the output Func(s) of a pipeline (or a Tensor), "
-                                f"got {o!r}")
+            raise ScheduleError(f"autotune needs the output Func(s) of a pipeline, or frontend "
+                                f"Tensors; got {o!r}")
     return outputs, extra
 
 

@@ -240,7 +240,10 @@ class Schedule(Placement):
         return self.stages[id(f)][n].definition
 
     def lookup(self, key):
-        """The Func or Input named ``key`` (or ``key`` itself if it is one)."""
+        """The Func or Input named ``key`` (or ``key`` itself if it is one; a frontend
+        Tensor stands for its output Func)."""
+        if hasattr(key, "__schedlang_pipeline__"):
+            key = key.__schedlang_pipeline__()[0]
         if isinstance(key, (Func, Input)):
             for g in self.funcs + self.inputs:
                 if g is key:
@@ -258,7 +261,8 @@ class Schedule(Placement):
                     return g
             names = ", ".join(g.name for g in self.funcs + self.inputs)
             raise ScheduleError(f"no Func or Input named {key!r} in this pipeline; it has: {names}")
-        raise ScheduleError(f"s[...] takes a Func, an Input or a name, got {key!r}")
+        raise ScheduleError(f"s[...] takes a Func, an Input, a frontend Tensor or a name, got "
+                            f"{key!r}")
 
     def __getitem__(self, key):
         f = self.lookup(key)

@@ -248,7 +248,7 @@ def test_out_is_a_reserved_argument_name(make):
 
 
 @pytest.mark.parametrize("what, match", [
-    (5, r"take an output Func \(or a list of them, or a frontend Tensor\), got 5 \(int\)"),
+    (5, r"takes an output Func \(or a list of them, or a frontend Tensor\), got 5 \(int\)"),
     ([], r"got an empty list"),
     ("input", r"got the Input A; an Input is an argument of the kernel"),
 ])

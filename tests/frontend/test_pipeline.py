@@ -509,3 +509,52 @@ def test_several_tensors_keep_their_default_schedules_unless_they_share_a_func()
     got_y, got_p = kern(a=A, b=B)
     e = np.exp(A @ B - (A @ B).max(-1, keepdims=True))
     np.testing.assert_allclose(got_p, e / e.sum(-1, keepdims=True), rtol=1e-4, atol=1e-6)
+    # ... and keeps its own loops' schedule: its reductions and output run in parallel
+    x = Tensor.input("x", (256, 256))
+    p = x.softmax(-1)
+    loops = [line for line in str(sl.lower([p, p.sum(-1)])).splitlines() if "for " in line]
+    assert sum(line.strip().startswith("parallel for sum") for line in loops) == 1, loops
+
+
+def test_several_tensors_with_eager_constants_bind_them_in_one_kernel():
+    x = Tensor.input("x", (4,))
+    y = x + Tensor(np.arange(4, dtype=np.float32))
+    ones = np.ones(4, np.float32)
+    np.testing.assert_array_equal(sl.compile([y])(x=ones), [1, 2, 3, 4])
+    got_y, got_z = sl.compile([y, x * 2])(x=ones)
+    np.testing.assert_array_equal(got_y, [1, 2, 3, 4])
+    np.testing.assert_array_equal(got_z, [2, 2, 2, 2])
+    with pytest.raises(sl.CompileError, match=r"sl.compile: the output at position 1 \(Tensor\) "
+                                              r"is listed twice"):
+        sl.compile([y, y])
+
+
+def test_a_schedule_is_indexed_by_a_tensor_for_its_output_func():
+    x = Tensor.input("x", (64, 64))
+    y = (x * 2).relu()
+    f, s = y.pipeline()
+    assert s[y] is s[f] and s[y].loop_names() == ["i0", "i1.o", "i1.i"]
+    s = sl.Schedule(y)
+    s[y].unroll(s[y].loop_names()[-1], 2)
+    np.testing.assert_array_equal(sl.compile(y, s)(x=np.ones((64, 64), np.float32)), 2)
+
+
+@pytest.mark.parametrize("shape", [(1 << 16,), (1 << 16, 1), (1, 1 << 16), (1 << 15, 1, 1)])
+def test_a_long_one_dimensional_result_runs_in_parallel_vectorized_chunks(shape):
+    z = Tensor.input("z", shape)
+    kern = sl.compile((z * 2 + 1).relu())
+    assert "parallel for" in kern.loop_ir and "ramp(" in kern.loop_ir, kern.loop_ir
+    a = rng.standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(kern(z=a), np.maximum(a * 2 + 1, 0))
+
+
+def test_autotune_takes_several_tensors(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCHEDLANG_CACHE", str(tmp_path))
+    x = Tensor.input("x", (16, 16))
+    a, b = x * 2, x + 1
+    s = sl.autotune([a, b], beam=1, budget_s=2, progress=False)
+    assert s.outputs == [a.pipeline()[0], b.pipeline()[0]]
+    xa = rng.standard_normal((16, 16)).astype(np.float32)
+    got_a, got_b = sl.compile([a, b], s)(x=xa)
+    np.testing.assert_array_equal(got_a, xa * 2)
+    np.testing.assert_array_equal(got_b, xa + 1)
