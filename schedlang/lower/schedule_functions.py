@@ -172,6 +172,10 @@ def _target_loop(ctx, stmt, f, level, directive):
     where = g.name if stage == 0 else f"{g.name}.update({stage - 1})"
     why = (f"{where}'s loop {dim} does not enclose every use of {f.name}" if cands else
            f"{where} has no loop {dim} where {f.name} is used (is {g.name} inlined?)")
+    if len(cands) > 1 and ctx.schedule.func_schedule(g).double_buffer:
+        why += (f": {g.name} is double-buffered, so it is computed in two places (the first "
+                f"iteration's copy and each next one's), each with its own loop {dim}; place "
+                f"{f.name} where both see it, or leave {g.name} single-buffered")
     raise ScheduleError(f"{directive}({g.name}, {dim}) on {f.name}: {why}. Legal locations for "
                         f"{f.name} are: {legal}")
 

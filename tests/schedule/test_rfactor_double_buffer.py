@@ -330,3 +330,23 @@ def test_double_buffer_copies_hold_what_a_padded_producer_writes(tail):
         np.testing.assert_allclose(kern(A=a, B=b), 2 * a @ b, rtol=1e-5)
     if tail == "pad":
         assert "allocate P[float32; 2 x 2 x " in str(sl.lower(C, s))
+
+
+def test_a_producer_placed_in_a_double_buffered_funcs_loop_is_told_why_it_cannot():
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    y, x = sl.vars("y x")
+    bx = sl.Func("bx")
+    bx[y, x] = (A[y, x] + A[y, x + 1] + A[y, x + 2]) / 3
+    by = sl.Func("by", shape=(A.shape[0] - 2, A.shape[1] - 2))
+    by[y, x] = (bx[y, x] + bx[y + 1, x] + bx[y + 2, x]) / 3
+    s = sl.Schedule(by)
+    yo, yi = s[by].split(y, 2)
+    s[bx].compute_at(by, yo)
+    s[bx].double_buffer()
+    copy = s[A].cache_read(bx, memory="local")
+    s[copy].compute_at(bx, y)
+    with pytest.raises(sl.ScheduleError, match=r"compute_at\(bx, y\) on A_bx: bx's loop y does "
+                       r"not enclose every use of A_bx: bx is double-buffered, so it is computed "
+                       r"in two places .* or leave bx single-buffered\. Legal locations for "
+                       r"A_bx are: root"):
+        sl.lower(by, s)
