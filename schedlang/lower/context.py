@@ -45,6 +45,7 @@ class LowerContext:
         self.call_checks = []      # (cond Expr, message) checked when the kernel is called
         self._output_bounds()
         self._rdom_ranges()
+        self._arg_reductions_nonempty()
         self.assert_messages = {}  # Assert code -> what the user is told when it fails
         self.allocations = {}      # buffer name -> memory scope chosen
         self.region_values = {}    # (id(func), dim) -> (min, extent) Exprs of the region Lets
@@ -88,6 +89,31 @@ class LowerContext:
                         E.binary("or", E.binary("le", ext64, 0), fits),
                         f"RDom {rv.name}: its range [{lo}, {lo} + {ext}) must lie within "
                         "int32, the type of RDom variables"))
+
+    def _arg_reductions_nonempty(self):
+        """An argmax / argmin over an empty range has no index to give (numpy and torch
+        raise): its RDom's extent must be at least 1 when the kernel runs, which it does
+        only when every output has an element."""
+        found = []
+        for g in self.schedule.funcs:
+            for d in self.schedule.definitions(g):
+                E.walk_expr(d.value, lambda n, g=g: found.append((g, n))
+                            if isinstance(n, E.Reduce) and n.op in ("argmax", "argmin")
+                            else None)
+        empty_output = E.Const(False, T.bool_)
+        for o in self.outputs:
+            for x in o.shape or ():
+                if not isinstance(x, E.Const):
+                    empty_output = E.binary("or", empty_output, E.binary("eq", x, 0))
+        for g, red in found:
+            for lo, ext in red.rdom.bounds:
+                if isinstance(ext, E.Const) and ext.value >= 1:
+                    continue
+                self.call_checks.append((
+                    E.binary("or", E.binary("ge", E.cast(T.int64, ext), 1), empty_output),
+                    f"{g.name}: sl.{red.op} over {red.rdom.name}, whose extent {ext} is 0 for "
+                    "these arguments; an arg-reduction of nothing has no index (numpy and "
+                    "torch raise too): pass a non-empty array"))
 
     def is_output(self, f):
         return any(f is o for o in self.outputs)

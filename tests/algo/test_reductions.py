@@ -619,8 +619,9 @@ def test_an_argmax_result_indexes_its_input_without_a_clamp():
     a = rng_for(21).standard_normal((5, 7)).astype(np.float32)
     b = rng_for(22).standard_normal((5, 7)).astype(np.float32)
     np.testing.assert_array_equal(kern(A=a, B=b), a.max(1) - b[:, 2:5].min(1))
-    with pytest.raises(sl.ArgumentError, match=r"f reads A at an index that is in bounds only "
-                                                r"when K >= 1 .*; got K = 0"):
+    # with K = 0 the argmax has no index to give: said before any read is considered
+    with pytest.raises(sl.ArgumentError, match=r"f: sl.argmax over k, whose extent K is 0 .*"
+                                                r"; got K = 0"):
         kern(A=np.zeros((3, 0), np.float32), B=b[:3])
 
 
@@ -629,3 +630,18 @@ def test_a_read_outside_by_an_inline_reduction_names_its_func_not_a_helper():
         sl.compile(_arg_pipeline("W"))         # B may have fewer than 5 columns
     assert str(e.value).startswith("f (in its sl.argmin(...)) reads B[i, r]: dimension 1 ranges "
                                    "over [2, 4]"), str(e.value)
+
+
+def test_an_arg_reduction_over_an_empty_range_is_refused_at_call_time():
+    A = sl.Input("A", sl.float32, ("M_arg", "K_arg"))
+    i = sl.Var("i")
+    k = sl.RDom(A.shape[1], name="k")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = sl.argmin(A[i, k])
+    kern = sl.compile(f)
+    np.testing.assert_array_equal(kern(A=np.array([[1, 0, 0], [2, 5, -1]], np.float32)), [1, 2])
+    assert kern(A=np.zeros((0, 0), np.float32)).shape == (0,)     # nothing to compute
+    with pytest.raises(sl.ArgumentError, match=r"f: sl.argmin over k, whose extent K_arg is 0 "
+                                               r"for these arguments; an arg-reduction of "
+                                               r"nothing has no index"):
+        kern(A=np.zeros((3, 0), np.float32))
