@@ -42,9 +42,13 @@ def output_funcs(outputs, caller="sl.compile"):
                            f"Tensor), got {_describe(outputs)}")
     for n, o in enumerate(outputs):
         if any(o is p for p in outputs[:n]):
-            label = o.name if isinstance(o, Func) else f"at position {n} ({type(o).__name__})"
-            raise CompileError(f"{caller}: the output {label} is listed twice; list each "
-                               "output once (its result is one array)")
+            if isinstance(o, Func):
+                raise CompileError(f"{caller}: the output {o.name} is listed twice; list each "
+                                   "output once (its result is one array)")
+            first = next(m for m, p in enumerate(outputs) if p is o)
+            raise CompileError(f"{caller}: the outputs at positions {first} and {n} are the same "
+                               f"{type(o).__name__} (a view that changes nothing, such as .T "
+                               "of a 1-D tensor, is the tensor itself); list it once")
     # several frontend Tensors: their output Funcs in one kernel, scheduled by each one's
     # own default schedule in turn
     pipelines = [o.__schedlang_pipeline__() if hasattr(o, "__schedlang_pipeline__") else None

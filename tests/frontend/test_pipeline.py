@@ -524,9 +524,13 @@ def test_several_tensors_with_eager_constants_bind_them_in_one_kernel():
     got_y, got_z = sl.compile([y, x * 2])(x=ones)
     np.testing.assert_array_equal(got_y, [1, 2, 3, 4])
     np.testing.assert_array_equal(got_z, [2, 2, 2, 2])
-    with pytest.raises(sl.CompileError, match=r"sl.compile: the output at position 1 \(Tensor\) "
-                                              r"is listed twice"):
+    with pytest.raises(sl.CompileError, match=r"sl.compile: the outputs at positions 0 and 1 "
+                                              r"are the same Tensor .*; list it once"):
         sl.compile([y, y])
+    h = x.sum(-1, keepdims=True).reshape(-1)
+    with pytest.raises(sl.CompileError, match=r"positions 0 and 1 are the same Tensor \(a view "
+                                              r"that changes nothing, such as \.T of a 1-D"):
+        sl.compile([h, h.T])
 
 
 def test_a_schedule_is_indexed_by_a_tensor_for_its_output_func():
