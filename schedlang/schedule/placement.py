@@ -63,8 +63,15 @@ class Placement:
             prefix = f"{st.name}."
             if name.startswith(prefix) and any(dm.name == name[len(prefix):] for dm in st.dims):
                 return ("at", g, st.index, name[len(prefix):])
+        elsewhere = [h.name for h in self.funcs if h is not g and h is not f and any(
+            dm.name == name for st in self.stages[id(h)] for dm in st.dims)]
+        copies = [d.kwargs.get("name") or f"{g.name}_cache" for d in self.trace
+                  if d.op == "cache_write" and d.func == g.name]
+        hint = "" if not elsewhere else (
+            f" ({elsewhere[0]} has one: cache_write gave its copy the loops split before it)"
+            if elsewhere[0] in copies else f" ({elsewhere[0]} has one)")
         raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: {g.name} has no loop "
-                            f"named {name}. Legal locations for {f.name} are: "
+                            f"named {name}{hint}. Legal locations for {f.name} are: "
                             f"{', '.join(self.legal_locations(f))}")
 
     def _stage_reads(self, st, f):

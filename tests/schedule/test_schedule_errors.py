@@ -870,3 +870,23 @@ def test_messages_of_placement_and_staging_mistakes_say_what_to_do():
     with pytest.raises(sl.ScheduleError, match=r"cache_read\(bx\) on by: bx does not read by "
                                                 r"directly; no Func reads by \(is it the output"):
         s[by].cache_read(bx)
+
+
+def test_a_loop_that_cache_write_gave_to_the_copy_is_pointed_to():
+    A = sl.Input("A", sl.float32, (8, 8))
+    B = sl.Input("B", sl.float32, (8, 8))
+    i, j = sl.vars("i j")
+    k = sl.RDom(8, name="k")
+    C = sl.Func("C", shape=(8, 8))
+    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    s = sl.Schedule(C)
+    s[C].split(j, 4)
+    copy = s[C].cache_write()
+    staged_a = s[A].cache_read(copy, memory="global")
+    with pytest.raises(sl.ScheduleError, match=r"compute_at\(C, j.o\) on A_C_cache: C has no loop "
+                                                r"named j.o \(C_cache has one: cache_write gave "
+                                                r"its copy the loops split before it\)"):
+        s[staged_a].compute_at(C, "j.o")
+    s[staged_a].compute_at(copy, "j.o")
+    a = np.arange(64, dtype=np.float32).reshape(8, 8)
+    np.testing.assert_allclose(sl.compile(C, s)(A=a, B=a), a @ a, rtol=1e-6)
