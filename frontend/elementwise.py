@@ -416,7 +416,8 @@ def _integer_op(op, sym, fn, a, b):
     """An integer-only binary op: operands with no common integer type (int64 next to
     uint64) are refused here, as numpy does, naming their types rather than the float64
     that ``+`` would promote them to."""
-    types = [_strong_dtype(_coerce(x, op)) for x in (a, b)]
+    a, b = _coerce(a, op), _coerce(b, op)
+    types = [_strong_dtype(a), _strong_dtype(b)]
     if all(t is not None and t.is_int for t in types) and needs_float64(types):
         raise sl.AlgorithmError(
             f"{op}: {types[0].name} {sym} {types[1].name} has no common integer type (numpy "

@@ -41,10 +41,8 @@ def output_funcs(outputs, caller="sl.compile"):
         raise CompileError(f"{caller} takes an output Func (or a list of them, or a frontend "
                            f"Tensor), got {_describe(outputs)}")
     for n, o in enumerate(outputs):
-        if any(o is p for p in outputs[:n]):
-            if isinstance(o, Func):
-                raise CompileError(f"{caller}: the output {o.name} is listed twice; list each "
-                                   "output once (its result is one array)")
+        # a Func listed twice is found below, with the Funcs the Tensors stand for
+        if not isinstance(o, Func) and any(o is p for p in outputs[:n]):
             first = next(m for m, p in enumerate(outputs) if p is o)
             raise CompileError(f"{caller}: the outputs at positions {first} and {n} are the same "
                                f"{type(o).__name__} (a view that changes nothing, such as .T "
@@ -157,16 +155,17 @@ def _check_cpu_directives(schedule):
                                        "Use parallel(...) for CPU threads")
 
 
-def _refuse_unknown(where, unknown, signature):
+def _refuse_unknown(where, unknown):
+    """sl.compile and sl.lower take the same arguments; a misspelled one is named."""
     if unknown:
         raise CompileError(f"{where}: no argument named {sorted(unknown)[0]!r}; its arguments "
-                           f"are ({signature})")
+                           "are (outputs, schedule=None, target='llvm')")
 
 
 @deep_recursion(CompileError, "sl.lower")
 def lower(outputs, schedule=None, target="llvm", **unknown):
     """The loop IR of ``outputs`` under ``schedule`` (printable), without compiling it."""
-    _refuse_unknown("sl.lower", unknown, "outputs, schedule=None, target='llvm'")
+    _refuse_unknown("sl.lower", unknown)
     # the target first: a bad one must not cost a tuning-database lookup
     base = check_target(target)
     outputs, schedule = _outputs_and_schedule(outputs, schedule, target, caller="sl.lower")
@@ -228,7 +227,7 @@ class BoundKernel(Kernel):
 def compile(outputs, schedule=None, target="llvm", **unknown):  # noqa: A001 - SPEC name
     """Compile ``outputs`` (a Func, several, or a frontend Tensor) under ``schedule`` for
     ``target`` and return a callable Kernel. Example: ``sl.compile(C, s)(A=a, B=b)``."""
-    _refuse_unknown("sl.compile", unknown, "outputs, schedule=None, target='llvm'")
+    _refuse_unknown("sl.compile", unknown)
     bound = {}
     for o in outputs if isinstance(outputs, (list, tuple)) else [outputs]:
         bound_args = getattr(o, "__schedlang_arguments__", None)

@@ -102,22 +102,14 @@ class TuningResult:
 
 
 def pipeline_outputs(f):
-    """``(outputs list, extra seed schedule or None)`` of a Func, a list of Funcs, or an
-    object with ``__schedlang_pipeline__`` (a frontend Tensor, whose own default schedule
-    becomes a seed). Example: ``pipeline_outputs(C) == ([C], None)``."""
-    if isinstance(f, (list, tuple)) and any(hasattr(o, "__schedlang_pipeline__") for o in f):
-        # several frontend Tensors: their output Funcs, seeded with their merged defaults
-        return output_funcs(f, caller="autotune")
-    lowerable = getattr(f, "__schedlang_pipeline__", None)
-    extra = None
-    if lowerable is not None:
-        f, extra = lowerable()
-    outputs = [f] if isinstance(f, Func) else list(f) if isinstance(f, (list, tuple)) else [f]
-    for o in outputs:
-        if not isinstance(o, Func):
+    """``(outputs list, extra seed schedule or None)`` of a Func, a frontend Tensor (whose
+    own default schedule becomes a seed), or a list of them (``output_funcs``).
+    Example: ``pipeline_outputs(C) == ([C], None)``."""
+    for o in f if isinstance(f, (list, tuple)) else [f]:
+        if not isinstance(o, Func) and not hasattr(o, "__schedlang_pipeline__"):
             raise ScheduleError(f"autotune needs the output Func(s) of a pipeline, or frontend "
                                 f"Tensors; got {o!r}")
-    return outputs, extra
+    return output_funcs(f, caller="autotune")
 
 
 def _check_options(target, beam, budget_s, strategy):

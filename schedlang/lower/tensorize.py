@@ -122,10 +122,7 @@ class _Match:
                 self.fail(f"the loop {self.user(lp.var)} is marked {lp.kind}; the instruction "
                           "replaces it, so leave it serial")
             extents.append(int(ext.value))
-        value, index = body.value, body.index
-        for var, val in reversed(lets):
-            value = E.substitute(value, {var: val})
-            index = E.substitute(index, {var: val})
+        value, index = _inline_lets(body.value, lets), _inline_lets(body.index, lets)
         found = self.match_semantics(value, body.buffer)
         out_load = found["out"]
         if out_load.buffer != body.buffer or difference(simplify(out_load.index), simplify(index)) != 0:
@@ -149,10 +146,8 @@ class _Match:
         firsts = {lp.var: lp.min for lp in loops}
         hoisted = []
         for p in prefetches:
-            index = p.index
-            for var, val in reversed(lets):
-                index = E.substitute(index, {var: val})
-            hoisted.append(p.replace(index=simplify(E.substitute(index, firsts))))
+            index = E.substitute(_inline_lets(p.index, lets), firsts)
+            hoisted.append(p.replace(index=simplify(index)))
         return ir.make_block(hoisted + [op])
 
     def nest(self):
@@ -248,6 +243,13 @@ class _Match:
                 f"{buffer} into a Func laid out for the instruction (for a matrix product, "
                 f"packed[ko, j, ki] = {buffer}[{self.intr.depth} * ko + ki, j]) and read that, "
                 "or give the size a constant")
+
+
+def _inline_lets(e, lets):
+    """``e`` with the nest's lets (outermost first) replaced by their values."""
+    for var, val in reversed(lets):
+        e = E.substitute(e, {var: val})
+    return e
 
 
 def _match(pattern, e, sem, found):

@@ -65,7 +65,7 @@ class Placement:
                 return ("at", g, st.index, name[len(prefix):])
         elsewhere = [h.name for h in self.funcs if h is not g and h is not f and any(
             dm.name == name for st in self.stages[id(h)] for dm in st.dims)]
-        copies = [d.kwargs.get("name") or f"{g.name}_cache" for d in self.trace
+        copies = [d.kwargs.get("name") for d in self.trace
                   if d.op == "cache_write" and d.func == g.name]
         hint = "" if not elsewhere else (
             f" ({elsewhere[0]} has one: cache_write gave its copy the loops split before it)"
