@@ -72,7 +72,8 @@ class AccessBoxes:
         elif isinstance(s, ir.LetStmt):
             # a let ahead of the stores that use it (an argmax's comparison) reads for them
             self.expr(s.value, site or _first_store(s.body))
-            iv = bounds_of(s.value, sc) if (s.value.dtype.is_int or s.value.dtype.is_bool) \
+            iv = _promised_bounds(s.value, s.in_range, sc) if s.in_range is not None \
+                else bounds_of(s.value, sc) if (s.value.dtype.is_int or s.value.dtype.is_bool) \
                 else Interval(None, None)
             sc.push(s.var, iv)
             n = self._fact(E.BinOp("eq", E.Var(s.var, s.value.dtype), s.value)) \
@@ -189,6 +190,34 @@ class AccessBoxes:
             return []
         self.scope.push_expr(a, iv)
         return [a]
+
+
+def _promised_bounds(value, raw, sc):
+    """The range of ``value``, clamps (``min`` / ``max``) of ``raw`` that are the identity
+    wherever the value is used: raw's range intersected with what the clamps allow. Plain
+    interval arithmetic gives ``min(max(p // W, 0), H - 1)`` one row at -1 when H is 0 (the
+    fused loop is empty); this gives an empty range. Falls back to the plain range when a
+    later rewrite has hidden ``raw``."""
+    raw_key = E.structural_key(raw)
+    los, his = [], []
+
+    def peel(v):
+        if E.structural_key(v) == raw_key:
+            return True
+        if isinstance(v, E.BinOp) and v.op in ("min", "max"):
+            for inner, bound in ((v.a, v.b), (v.b, v.a)):
+                if peel(inner):
+                    (his if v.op == "min" else los).append(bound)
+                    return True
+        return False
+    if not peel(value):
+        return bounds_of(value, sc)
+    iv = bounds_of(raw, sc)
+    for b in los:
+        iv = intersect_lo(iv, bounds_of(b, sc).lo) if bounds_of(b, sc).lo is not None else iv
+    for b in his:
+        iv = intersect_hi(iv, bounds_of(b, sc).hi) if bounds_of(b, sc).hi is not None else iv
+    return iv
 
 
 def _tighter(a, b, op):

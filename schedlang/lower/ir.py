@@ -113,14 +113,18 @@ class For(Stmt):
 
 
 class LetStmt(Stmt):
-    """Bind ``var`` (a Var named so, of ``value.dtype``) for the body."""
+    """Bind ``var`` (a Var named so, of ``value.dtype``) for the body. ``in_range``: None,
+    or an expression ``raw`` that ``value`` clamps (``min`` / ``max``) where the clamps are
+    the identity whenever the body runs (a fused loop's recovered row): its range is then
+    raw's range intersected with the clamp's, and an empty loop gives an empty range, not
+    one row."""
 
-    __slots__ = ("var", "value", "body")
+    __slots__ = ("var", "value", "body", "in_range")
     children = ("body",)
     exprs = ("value",)
 
-    def __init__(self, var: str, value, body):
-        self.var, self.value, self.body = var, value, body
+    def __init__(self, var: str, value, body, in_range=None):
+        self.var, self.value, self.body, self.in_range = var, value, body, in_range
 
 
 class Store(Stmt):

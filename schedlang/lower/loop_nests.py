@@ -143,13 +143,24 @@ class StageLoops:
             # the exact range, and ``y * W + x`` folds back into the fused variable
             p = self.ref(fused)
             return simplify(m + (p // known_ei if d[0] == "fuse_outer" else p % known_ei))
-        if d[0] == "fuse_outer":
-            value, hi = m + self.ref(fused) // ei, m + eo - 1
-        else:
-            value, hi = m + self.ref(fused) % ei, m + ei - 1
+        raw = self.fused_raw(name)
+        hi = m + (eo if d[0] == "fuse_outer" else ei) - 1
         # the clamp is the identity on every iteration that runs; it tells bounds
-        # inference the range where interval arithmetic cannot (symbolic sizes, tails)
-        return simplify(E.clamp(value, m, hi))
+        # inference the range where interval arithmetic cannot (symbolic sizes, tails).
+        # Left unsimplified on top so that bounds inference finds ``raw`` in it
+        return E.clamp(raw, simplify(m), simplify(hi))
+
+    def fused_raw(self, name):
+        """The unclamped value of a fused-away variable whose Let clamps it (see
+        ``shallow``), or None when its value is exact or it is not fused away."""
+        d = self.defs[name]
+        if d[0] not in ("fuse_outer", "fuse_inner"):
+            return None
+        _, fused, m, ei, eo = d
+        if const_value(self._known(ei)) is not None and self._fused_in_range(fused, eo):
+            return None
+        p = self.ref(fused)
+        return simplify(m + (p // ei if d[0] == "fuse_outer" else p % ei))
 
     def _fused_in_range(self, fused, outer_extent):
         """True when fused variable ``fused`` has a constant ``outer_extent`` (its inner
@@ -209,7 +220,7 @@ class StageLoops:
             bound = self.guard_bound(n)
             if bound is not None:
                 body = ir.IfThenElse(E.binary("lt", _v(self.let_name(n)), bound), body)
-            body = ir.LetStmt(self.let_name(n), self.shallow(n), body)
+            body = ir.LetStmt(self.let_name(n), self.shallow(n), body, self.fused_raw(n))
         return body
 
     def subst(self, names):

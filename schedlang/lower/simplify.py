@@ -236,6 +236,8 @@ class Simplifier:
                 return a
             if ca == 1.0:
                 return b
+        if op in ("floordiv", "div", "mod") and dt.is_int and ca == 0:
+            return a        # 0 // x and 0 % x are 0 for every x (x // 0 is 0 here too)
         if op in ("floordiv", "div") and dt.is_int and cb is not None and cb > 0:
             return self.floordiv(a, cb, dt)
         if op == "mod" and dt.is_int and cb is not None and cb > 0:
@@ -429,7 +431,7 @@ def simplify_stmt(s):
                     bound[key] = had
             if shadow is not None:
                 env[n.var] = shadow
-            return ir.LetStmt(n.var, v, body) if body is not None else None
+            return ir.LetStmt(n.var, v, body, n.in_range) if body is not None else None
         return go_other(n)
 
     def go_other(n):

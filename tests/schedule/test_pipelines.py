@@ -1011,3 +1011,27 @@ def test_a_read_the_schedule_alone_makes_unprovable_is_a_schedule_error():
     s[D].vectorize(j, 4)
     with pytest.raises(sl.AlgorithmError, match=r"D reads A\[i, j \+ 1\]"):
         sl.compile(D, s)
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (0, 4), (3, 0), (0, 0), (1, 1)])
+@pytest.mark.parametrize("split", [None, 8])
+def test_fused_reduction_loops_over_an_empty_input_compute_nothing(shape, split):
+    # the fused loop's recovered row is clamped into [0, H - 1]; with H = 0 that clamp
+    # made the producer's region one row at -1, and the call was refused. The clamp is
+    # the identity on iterations that run, so the region is empty when the loop is
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    i, j, x = sl.vars("i j x")
+    p = sl.Func("p")
+    p[i, j] = A[i, j] * 2
+    r = sl.RDom((0, A.shape[0]), (0, A.shape[1]), name="r")
+    out = sl.Func("out", shape=(1,))
+    out[x] = 0.0
+    out[x] += p[r.x, r.y]
+    s = sl.Schedule(out)
+    s[p].compute_root()
+    f = s[out].update(0).fuse(r.x, r.y)
+    if split:
+        s[out].update(0).split(f, split, tail="guard")
+    k = sl.compile(out, s)
+    a = np.arange(shape[0] * shape[1], dtype=np.float32).reshape(shape)
+    np.testing.assert_allclose(k(A=a), [2 * a.sum()], rtol=1e-6)
