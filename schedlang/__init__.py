@@ -11,7 +11,7 @@ CPU through LLVM. Example::
     out = sl.compile(f, s)(A=np.arange(16, dtype=np.float32))
 """
 from .errors import (SchedlangError, AlgorithmError, ScheduleError, CompileError,  # noqa: F401
-                     ArgumentError)
+                     ArgumentError, OutOfMemoryError)
 from .algo.types import (DType, int8, int16, int32, int64, uint8, uint16, uint32, uint64,  # noqa: F401
                          float16, bfloat16, float32, float64)
 from .algo.types import bool_ as bool  # noqa: F401,A001 - SPEC name sl.bool

@@ -24,3 +24,8 @@ class CompileError(SchedlangError):
 
 class ArgumentError(SchedlangError):
     """A compiled kernel was called with arguments that do not fit it."""
+
+
+class OutOfMemoryError(ArgumentError, MemoryError):
+    """A kernel's arguments need a buffer larger than memory (or a 64-bit byte count) holds:
+    an output, a contiguous copy of an input, or an intermediate Func's storage."""

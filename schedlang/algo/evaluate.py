@@ -33,14 +33,18 @@ def fold(op, a, b, dtype):
         return a - b
     if op == "mul":
         return a * b
-    if op == "min":
-        return min(a, b)
-    if op == "max":
-        return max(a, b)
+    if op in ("min", "max"):
+        # as the generated code (and numpy's minimum / maximum): a NaN on either side wins,
+        # and of two equal values (0.0 and -0.0) the second is taken
+        if isinstance(a, float) and math.isnan(a):
+            return a
+        return a if (a < b if op == "min" else a > b) else b
     if dtype.is_float:
         if op == "div":
             if b == 0:
-                return math.copysign(math.inf, a) * (1 if b >= 0 else -1) if a != 0 else math.nan
+                if a == 0 or math.isnan(a):
+                    return math.nan
+                return math.copysign(math.inf, a) * math.copysign(1.0, b)
             return a / b
         return None
     if op in ("floordiv", "div"):

@@ -130,8 +130,9 @@ def check_access_bounds(stmt, ctx):
                     ctx.call_checks.append((E.binary("ge", v, 1),
                                             f"{_site_name(site)} reads {f.name} at an index "
                                             f"that is in bounds only when {v.name} >= 1 (the "
-                                            "index is clamped, wrapped, an arg-reduction's or "
-                                            "recovered from a fused loop); pass a non-empty "
+                                            "index is clamped, wrapped, taken modulo a size, "
+                                            "an arg-reduction's or recovered from a fused "
+                                            "loop); pass a non-empty "
                                             "array"))
                 continue
             _blame_directive(ctx, site, f, idx)

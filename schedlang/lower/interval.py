@@ -197,7 +197,10 @@ class _Bounds:
             if cb is not None and cb > 0:
                 return Interval(E.Const(0, T.int64), E.Const(int(cb) - 1, T.int64))
             if b.lo is not None and _positive(b.lo) and b.hi is not None:
-                return Interval(E.Const(0, T.int64), _op("sub", b.hi, E.Const(1, T.int64)))
+                # a size may be 0 at run time, and x % 0 is 0: [0, max(N - 1, 0)], so a read
+                # at ``i % N`` of an empty input is caught (N >= 1 is checked at the call)
+                return Interval(E.Const(0, T.int64), _op("max", _op(
+                    "sub", b.hi, E.Const(1, T.int64)), E.Const(0, T.int64)))
             return type_range(e.dtype)
         if op == "bitand" and cb is not None and cb >= 0:
             return Interval(E.Const(0, T.int64), E.Const(int(cb), T.int64))

@@ -24,7 +24,7 @@ from ..algo import expr as E
 from ..algo import types as T
 from ..algo.evaluate import Unbound, evaluate
 from ..algo.printer import user_text
-from ..errors import ArgumentError, CompileError, SchedlangError
+from ..errors import ArgumentError, CompileError, OutOfMemoryError, SchedlangError
 from ..lower.ir import ERROR_CODES
 
 
@@ -243,7 +243,7 @@ class Kernel:
         for inp in sorted(self.inputs, key=lambda i: order[i.name]):
             a = as_array(inp.name, kwargs[inp.name])
             a = self._check_array(inp, a, sizes, where, "input")
-            values[inp.name] = np.ascontiguousarray(a)
+            values[inp.name] = _contiguous(inp.name, a)
         for p in self.params:
             values[p.name] = self._check_param(p, kwargs[p.name])
             sizes[p.name] = values[p.name]
@@ -273,7 +273,8 @@ class Kernel:
     def _check_sizes(self, sizes):
         """The ``assume`` facts and the size checks of the lowering, for these sizes and
         Param values; a set of sizes that passed once is not evaluated again."""
-        key = tuple(sorted(sizes.items()))
+        # with each float's sign: 0.0 == -0.0, but 1 / alpha tells them apart
+        key = tuple(sorted((k, v, _sign(v)) for k, v in sizes.items()))
         if key in self._sizes_checked:
             return
         for f in self.facts:
@@ -456,7 +457,13 @@ class Kernel:
                 and spare.dtype == dtype and spare.base is None and spare.flags.writeable
                 and spare.flags.c_contiguous):
             return spare
-        arr = np.empty(shape, dtype=dtype)
+        try:
+            arr = np.empty(shape, dtype=dtype)
+        except (ValueError, MemoryError):
+            raise OutOfMemoryError(
+                f"output {self.outputs[n].name}: its shape {tuple(shape)} of {np.dtype(dtype)} "
+                f"needs {_byte_text(shape, dtype)}, more than can be allocated; pass smaller "
+                "inputs") from None
         if arr.nbytes >= REUSE_BYTES:
             self._spares[n] = arr
         return arr
@@ -478,7 +485,11 @@ class Kernel:
         if rc in self.assert_messages:
             raise ArgumentError(self.assert_messages[rc])
         if rc == 2:
-            raise MemoryError("schedlang kernel: out of memory while allocating a buffer")
+            raise OutOfMemoryError(
+                "the kernel could not allocate the storage of an intermediate Func: these "
+                "sizes need more memory than there is (or more bytes than 64 bits count); "
+                "pass smaller inputs, or compute the large Func in pieces (compute_at inside "
+                "a loop of its consumer) so that it needs less storage")
         raise SchedlangError(f"the kernel stopped: {ERROR_CODES.get(rc, f'error {rc}')}")
 
     def __call__(self, /, *positional, **kwargs):
@@ -575,6 +586,23 @@ class Kernel:
 
     def __repr__(self):
         return f"<Kernel {', '.join(o.name for o in self.outputs)} target={self.target}>"
+
+
+def _byte_text(shape, dtype):
+    n = math.prod(int(x) for x in shape) * np.dtype(dtype).itemsize
+    return f"{n} bytes" if n < 1 << 30 else f"{n} bytes (about 2**{n.bit_length() - 1})"
+
+
+def _contiguous(name, a):
+    """``a`` as a C-contiguous array; a strided one is copied, and a copy too large to
+    allocate (a zero-stride broadcast of a huge shape) is an error naming the input."""
+    try:
+        return np.ascontiguousarray(a)
+    except (ValueError, MemoryError):
+        raise OutOfMemoryError(
+            f"input {name}: the array is not contiguous and its contiguous copy (shape "
+            f"{a.shape}, {_byte_text(a.shape, a.dtype)}) cannot be allocated; pass a "
+            "C-contiguous array (a broadcast view expands to its full size)") from None
 
 
 def _check_timing_options(warmup, repeats, budget_s):

@@ -420,12 +420,7 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
                 with self._bind(self.buffers, s.buffer, (slot, dt)):
                     self.stmt(s.body)
                 return
-        count = I64(1)
-        for x in s.extents:
-            count = self.b.mul(count, self._as_i64(self.expr(x), x.dtype))
-        nbytes = self.b.mul(count, I64(nbytes_elem))
-        # max(bytes, 1): a zero or negative size still gets a distinct, freeable block.
-        nbytes = self.b.select(self.b.icmp_signed("<", nbytes, I64(1)), I64(1), nbytes)
+        nbytes = self._heap_bytes(s.extents, nbytes_elem)
         out = self._entry_alloca(PTR, name=s.buffer + ".slot")
         rc = self.b.call(self._c_function("posix_memalign"), [out, I64(_HEAP_ALIGN), nbytes])
         self._exit_if(self.b.icmp_signed("!=", rc, I32(0)), 2)
@@ -437,6 +432,23 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
         finally:
             self.fs.heap.pop()
         self.b.call(self._c_function("free"), [ptr])
+
+    def _heap_bytes(self, extents, nbytes_elem):
+        """The byte size of a heap buffer of ``extents`` (an empty extent, <= 0, counts as
+        0; the result is at least 1, a distinct freeable block). A product that does not
+        fit int64 (N**3 floats with N = 2**21) stops the kernel as out of memory: wrapped,
+        it would allocate a few bytes and the nest would write past them."""
+        b = self.b
+        count, overflow = I64(1), ir.Constant(ir.IntType(1), 0)
+        for x in list(extents) + [E.Const(nbytes_elem, T.int64)]:
+            v = self._as_i64(self.expr(x), x.dtype)
+            v = b.select(b.icmp_signed("<", v, I64(0)), I64(0), v)
+            r = b.umul_with_overflow(count, v)
+            count, overflow = b.extract_value(r, 0), b.or_(overflow, b.extract_value(r, 1))
+        # above int64's range is as impossible to allocate as a wrapped product
+        overflow = b.or_(overflow, b.icmp_signed("<", count, I64(0)))
+        self._exit_if(overflow, 2)
+        return b.select(b.icmp_signed("<", count, I64(1)), I64(1), count)
 
     def stmt_For(self, s):
         if s.kind in ("gpu_block", "gpu_thread"):

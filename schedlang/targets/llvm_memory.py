@@ -218,6 +218,20 @@ class MemoryCodegen:
         """Tag a load / store with its buffer's alias scope: distinct buffers never alias
         (the caller checks that outputs do not overlap inputs), which lets LLVM keep
         accumulators in registers across loops that also read other buffers."""
+        tags = self.__dict__.setdefault("_alias_tags", {})
+        if buffer not in tags:
+            tags[buffer] = self._alias_tag(buffer)
+        own, others = tags[buffer]
+        instr.set_metadata("alias.scope", own)
+        if others is not None:
+            instr.set_metadata("noalias", others)
+        return instr
+
+    def _alias_tag(self, buffer):
+        """(alias.scope, noalias) metadata of ``buffer``'s accesses. Made once per buffer:
+        llvmlite hashes a metadata node's operands, nested, on every ``add_metadata``, and the
+        noalias list names every other buffer, so a kernel of many buffers spent seconds
+        here."""
         scopes = self.__dict__.setdefault("_scopes", {})
         if "__domain__" not in scopes:
             scopes["__domain__"] = self.module.add_metadata(
@@ -238,10 +252,8 @@ class MemoryCodegen:
                         [ir.MetaDataString(self.module, f"schedlang.buffer.{n}"),
                          scopes["__domain__"]])
                 others.append(scopes[n])
-        instr.set_metadata("alias.scope", self.module.add_metadata([own]))
-        if others:
-            instr.set_metadata("noalias", self.module.add_metadata(others))
-        return instr
+        return (self.module.add_metadata([own]),
+                self.module.add_metadata(others) if others else None)
 
     def _element_ptr(self, base_ptr, index, elem):
         return self.b.gep(base_ptr, [index], inbounds=True, source_etype=elem)

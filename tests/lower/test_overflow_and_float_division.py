@@ -264,3 +264,46 @@ def test_adding_zero_keeps_numpys_sign_of_zero(vectorize):
     assert same_floats(out, x + np.float32(0.0)).all()      # -0.0 + 0.0 is 0.0
     out, _ = run_elementwise(lambda p: p + -0.0, {"X": (sl.float32, x)}, vectorize)
     assert same_floats(out, x + np.float32(-0.0)).all()
+
+
+@pytest.mark.parametrize("num, den", [(1.0, -0.0), (-1.0, -0.0), (1.0, 0.0), (0.0, -0.0),
+                                      (float("nan"), 0.0)])
+def test_folded_float_division_by_a_signed_zero_matches_the_run_time_result(num, den):
+    # the constant folder took -0.0 for +0.0 (1.0 / -0.0 gave +inf); numpy gives -inf
+    i = sl.Var("i")
+    folded = sl.Func("folded", shape=(1,))
+    folded[i] = sl.cast(sl.float32, num) / sl.cast(sl.float32, den) * sl.cast(sl.float32, i + 1)
+    with np.errstate(all="ignore"):
+        want = np.float32(num) / np.float32(den)
+    np.testing.assert_array_equal(sl.compile(folded)(), [want])
+    p = sl.Param("p", sl.float32)
+    run = sl.Func("run", shape=(1,))
+    run[i] = sl.cast(sl.float32, num) / p * sl.cast(sl.float32, i + 1)
+    np.testing.assert_array_equal(sl.compile(run)(p=den), [want])
+
+
+@pytest.mark.parametrize("op", ["min", "max"])
+@pytest.mark.parametrize("a, b", [(0.0, -0.0), (-0.0, 0.0), (1.0, float("nan")),
+                                  (float("nan"), 1.0)])
+def test_folded_float_min_max_follow_numpy_for_nan_and_signed_zero(op, a, b):
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(1,))
+    f[i] = getattr(sl, op)(sl.cast(sl.float32, a), sl.cast(sl.float32, b)) \
+        * sl.cast(sl.float32, i + 1)
+    got = sl.compile(f)()
+    want = getattr(np, {"min": "minimum", "max": "maximum"}[op])(np.float32(a), np.float32(b))
+    np.testing.assert_array_equal(got, [want])
+    assert np.signbit(got[0]) == np.signbit(want)
+
+
+def test_an_assume_with_a_division_by_negative_zero_is_checked_with_its_sign():
+    A = sl.Input("A", sl.float32, (2,))
+    alpha = sl.Param("alpha", sl.float32)
+    i = sl.Var("i")
+    C = sl.Func("C", shape=(2,))
+    C[i] = A[i] * alpha
+    sl.assume(1.0 / alpha > 0.0)
+    kern = sl.compile(C)
+    kern(A=np.ones(2, np.float32), alpha=0.0)          # 1 / +0 is +inf
+    with pytest.raises(sl.ArgumentError, match=r"assume\(1\.0 / alpha > 0\.0\)"):
+        kern(A=np.ones(2, np.float32), alpha=-0.0)     # 1 / -0 is -inf
