@@ -1014,3 +1014,66 @@ def test_a_zero_d_tensor_is_a_param_value_like_a_zero_d_array():
         np.testing.assert_array_equal(kern(A=a, scale_0d=v), a * 2)
     with pytest.raises(sl.ArgumentError, match="Param scale_0d"):
         kern(A=a, scale_0d=torch.tensor([2.0]))
+
+
+def test_time_takes_an_input_named_self_like_a_call():
+    A = sl.Input("self", sl.float32, ("N",))
+    i = sl.Var("i")
+    C = sl.Func("C", shape=(A.shape[0],))
+    C[i] = A[i] + 1
+    kern = sl.compile(C)
+    a = np.ones(8, np.float32)
+    np.testing.assert_array_equal(kern(self=a), a + 1)
+    assert kern.time(self=a, repeats=2).runs == 2
+
+
+def test_a_misspelled_timing_option_is_pointed_out():
+    A = sl.Input("A", sl.float32, ("N",))
+    i = sl.Var("i")
+    C = sl.Func("C", shape=(A.shape[0],))
+    C[i] = A[i] + 1
+    kern = sl.compile(C)
+    with pytest.raises(sl.ArgumentError, match=r"time\(\): unexpected argument repeat \(did you "
+                                               r"mean the timing option repeats=\?\)"):
+        kern.time(A=np.ones(4, np.float32), repeat=3)
+
+
+def test_some_outputs_empty_is_refused_by_call_and_time_alike():
+    # the code relies on every output size being >= 1 when it runs; time() ran it anyway
+    A = sl.Input("A", sl.float32, ("M", "N"))
+    i, j = sl.vars("i j")
+    r = sl.RDom(A.shape[1], name="r")
+    C = sl.Func("C", shape=(A.shape[0], A.shape[1]))
+    C[i, j] = A[i, j] + 1.0
+    D = sl.Func("D", shape=(A.shape[0],))
+    D[i] = sl.sum(A[i, r])
+    kern = sl.compile([C, D])
+    for call in (kern, kern.time):
+        with pytest.raises(sl.ArgumentError, match="output.s. C would be empty while others are "
+                                                   "not.*compile the outputs as separate"):
+            call(A=np.zeros((3, 0), np.float32))
+    c, d = kern(A=np.zeros((0, 4), np.float32))          # all empty: nothing to run
+    assert c.shape == (0, 4) and d.shape == (0,)
+    assert kern.time(A=np.zeros((0, 4), np.float32), repeats=3).runs == 3
+    np.testing.assert_array_equal(sl.compile(D)(A=np.zeros((3, 0), np.float32)), 0)
+
+
+def test_argument_lists_in_messages_are_in_name_order():
+    A = sl.Input("A", sl.float32, ("N",))
+    B = sl.Input("B", sl.float32, ("N",))
+    i = sl.Var("i")
+    C = sl.Func("C", shape=(A.shape[0],))
+    C[i] = B[i] + A[i]
+    kern = sl.compile(C)
+    with pytest.raises(sl.ArgumentError, match=r"keyword arguments only \(A=\.\.\., B=\.\.\.\)"):
+        kern(np.ones(4, np.float32))
+
+
+def test_a_wrong_dtype_says_how_to_convert_numpy_and_torch_arrays():
+    A = sl.Input("A", sl.float32, ("N",))
+    i = sl.Var("i")
+    C = sl.Func("C", shape=(A.shape[0],))
+    C[i] = A[i] + 1
+    with pytest.raises(sl.ArgumentError, match=r"\.astype\(np\.float32\) \(a torch tensor: "
+                                               r"\.to\(torch\.float32\)\)"):
+        sl.compile(C)(A=np.ones(4, np.float64))

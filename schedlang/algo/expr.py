@@ -140,7 +140,16 @@ class Var(Expr):
     def __init__(self, name: str, dtype: DType = T.int32):
         if not isinstance(name, str) or not name:
             raise AlgorithmError(f"a Var needs a non-empty str name, got {name!r}")
+        if "\x00" in name:
+            check_no_nul(type(self).__name__, name)
         self.name, self.dtype = name, dtype
+
+
+def check_no_nul(kind, name):
+    """Names become symbols of the generated code, where a NUL ends them."""
+    if "\x00" in name:
+        raise AlgorithmError(f"the {kind} name {name!r} contains a NUL character ('\\x00'), "
+                             "which generated code cannot hold; pick a name without it")
 
 
 class RVar(Var):

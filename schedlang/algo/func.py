@@ -17,12 +17,13 @@ from . import expr as E
 from . import types as T
 
 _counter = itertools.count()
-IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")   # \Z: "C\n" is not one
 
 
 def _check_name(kind, name):
     if not isinstance(name, str) or not name:
         raise AlgorithmError(f"a {kind} needs a non-empty str name, got {name!r}")
+    E.check_no_nul(kind, name)
     return name
 
 

@@ -4,6 +4,8 @@ Example: ``expr_to_str(A[i, k] * 2)`` gives ``'A[i, k] * 2'``.
 """
 from __future__ import annotations
 
+import keyword
+
 from . import expr as E
 
 _PREC = {"or": 1, "and": 2, "eq": 3, "ne": 3, "lt": 3, "le": 3, "gt": 3, "ge": 3,
@@ -73,6 +75,11 @@ _PYOP = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod"
          "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "&", "or": "|"}
 
 
+def _plain_name(name):
+    return name.isidentifier() and name.isascii() and not keyword.iskeyword(name) \
+        and name not in ("sl", "name")
+
+
 def expr_to_python(e) -> str:
     """Python source that rebuilds a (size / Param) expression with ``sl`` and the names of
     its Vars in scope. Example: ``expr_to_python(M % 16 == 0)`` gives ``'((M % 16) == 0)'``."""
@@ -82,7 +89,9 @@ def expr_to_python(e) -> str:
         return v if e.weak or e.dtype.name in ("int32", "float32", "bool") else \
             f"sl.cast(sl.{e.dtype.name}, {v})"
     if isinstance(e, E.Var):
-        return e.name
+        # a name that is not a plain identifier (a Param "my-alpha", a size "lambda") is
+        # quoted, so the printed fact parses back (schedule/fact_text.py)
+        return e.name if _plain_name(e.name) else f"name({e.name!r})"
     if isinstance(e, E.BinOp):
         if e.op in ("min", "max"):
             return f"sl.{e.op}({p(e.a)}, {p(e.b)})"

@@ -3,7 +3,7 @@
 A schedule read back from JSON or from the tuning database is data: its ``assume``
 directives carry a fact as text, and that text must never run as Python. The text is
 parsed with ``ast`` and only the forms ``expr_to_python`` prints are rebuilt: numbers,
-the names of sizes and Params, arithmetic, bitwise and comparison operators, and calls of
+the names of sizes and Params (``name('my-alpha')`` for one that is not an identifier), arithmetic, bitwise and comparison operators, and calls of
 the algorithm language's functions (``sl.min``, ``sl.cast(sl.int64, ...)``, ...).
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import operator
 from ..algo import expr as E
 from ..algo import math as M
 from ..algo import types as T
-from ..errors import ScheduleError
+from ..errors import AlgorithmError, ScheduleError
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
@@ -52,7 +52,7 @@ def parse_fact(text, names):
     except _NotAFact as e:
         raise ScheduleError(f"assume({shown}): cannot rebuild the fact: {e}; a fact uses "
                             "sizes, Params, numbers, operators and sl functions only") from None
-    except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, AlgorithmError) as e:
         raise ScheduleError(f"assume({shown}): cannot rebuild the fact ({e})") from None
 
 
@@ -72,6 +72,11 @@ def _build(node, names):
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
         return _COMPARE[type(node.ops[0])](_build(node.left, names),
                                            _build(node.comparators[0], names))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id == "name" and len(node.args) == 1 and not node.keywords and \
+            isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        # a size or Param whose name is not an identifier, quoted: name('my-alpha')
+        return _build(ast.Name(id=node.args[0].value), names)
     if isinstance(node, ast.Attribute) and _is_sl(node.value) and node.attr in _DTYPES:
         return _DTYPES[node.attr]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \

@@ -20,7 +20,7 @@ from ..algo.func import (ASSUMPTIONS, IDENT, Func, Input, check_fact,
                          definition_exprs, settle_func_names)
 from ..algo.printer import expr_to_python
 from ..deep_recursion import deep_recursion
-from ..errors import ScheduleError
+from ..errors import SchedlangError, ScheduleError
 from .fact_text import parse_fact
 from .names import pipeline_names, rename_directives
 from .placement import Placement, refs  # noqa: F401 - refs: staging.py imports it from here
@@ -377,10 +377,11 @@ class Schedule(Placement):
             directive = _directive_from_json(n, d)
             try:
                 s.apply(directive)
-            except ScheduleError as e:
-                # say which directive of the text failed; the error itself names the primitive
+            except SchedlangError as e:
+                # say which directive of the text failed; the error itself names the primitive.
+                # An AlgorithmError here (a bad name or literal in the text) is the text's fault
                 what = "" if str(e).startswith(directive.op) else f" ({directive.op})"
-                raise type(e)(f"Schedule.from_json: directive {n}{what}: {e}") from None
+                raise ScheduleError(f"Schedule.from_json: directive {n}{what}: {e}") from None
         return s
 
     def apply(self, d: Directive):
@@ -390,6 +391,9 @@ class Schedule(Placement):
                                 f"the directives are: {', '.join(DIRECTIVE_OPS)}")
         if d.op == "assume":
             target, where = self, "assume"
+            if len(d.args) == 1 and not isinstance(d.args[0], str):
+                raise ScheduleError(f"assume: a recorded fact is one str, its text as str(s) "
+                                    f"prints it, got the arguments {d.args!r}")
         else:
             target = self[d.func]
             if d.stage:

@@ -158,6 +158,9 @@ class StageSchedule:
         self.schedule._record(self, op, args, kwargs or {})
 
     def _fresh(self, name, directive, keyword="names=(...)"):
+        if not isinstance(name, str) or not name or "\x00" in name:
+            raise ScheduleError(f"{directive} on {self.name}: {keyword} must give non-empty "
+                                f"str names without NUL characters, got {name!r}")
         if any(d.name == name for d in self.dims) or any(
                 s.old == name or s.outer == name or s.inner == name for s in self.splits):
             raise ScheduleError(f"{directive} on {self.name}: the loop name {name!r} is already "
@@ -644,6 +647,9 @@ class StageSchedule:
                 raise ScheduleError(f"bound({name}) on {self.name}: {what} must be an int, got {x!r}")
         if extent < 1:
             raise ScheduleError(f"bound({name}) on {self.name}: extent must be >= 1, got {extent}")
+        if lo < -T.MAX_EXTENT - 1 or lo + extent - 1 > T.MAX_EXTENT:
+            raise ScheduleError(f"bound({name}, {lo}, {extent}) on {self.name}: [lo, lo + extent) "
+                                f"must lie inside the int32 range (loop variables are int32)")
         if self._is_output():
             size = self._output_size(name)
             try:        # a shape like A.shape[0] - 2 of a static Input is a number

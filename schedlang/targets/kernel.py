@@ -268,7 +268,8 @@ class Kernel:
         return values, outs
 
     def _argument_names(self):
-        return [i.name for i in self.inputs] + [p.name for p in self.params]
+        """Inputs then Params, each by name (the order other messages list them in)."""
+        return sorted(i.name for i in self.inputs) + sorted(p.name for p in self.params)
 
     def _check_sizes(self, sizes):
         """The ``assume`` facts and the size checks of the lowering, for these sizes and
@@ -322,7 +323,8 @@ class Kernel:
                                     "(f.view(np.uint32) >> 16).astype(np.uint16) truncates "
                                     "them to bfloat16"
                                     if dt.name == "bfloat16" else
-                                    f"convert it with .astype(np.{want.name})"))
+                                    f"convert it with .astype(np.{want.name}) (a torch "
+                                    f"tensor: .to(torch.{want.name}))"))
         if a.ndim != len(buf.shape):
             raise ArgumentError(f"{label}: expected {len(buf.shape)} dimensions, got "
                                 f"{a.ndim} (shape {a.shape})")
@@ -514,15 +516,24 @@ class Kernel:
                 self._last_plan = plan
                 return outs[0] if len(outs) == 1 else tuple(outs)
         values, outs = self._bind(kwargs)
-        empty = [o.name for o, a in zip(self.outputs, outs) if a.size == 0]
+        empty = self._all_empty(outs)
         if not empty:
             self._run(values)
-        elif len(empty) != len(outs):
-            raise ArgumentError(f"output(s) {', '.join(empty)} would be empty while others are not; "
-                                "the kernel runs only when every output has an element")
         if key is not None and not empty:
             self._remember_plan(key, kwargs, values, outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _all_empty(self, outs):
+        """True when every output is empty (the kernel has nothing to do and is not run).
+        Some but not all empty is refused: the code was compiled knowing that each output
+        size is at least 1 when it runs."""
+        empty = [o.name for o, a in zip(self.outputs, outs) if a.size == 0]
+        if empty and len(empty) != len(outs):
+            raise ArgumentError(f"output(s) {', '.join(empty)} would be empty while others are not; "
+                                "a kernel of several outputs runs only when each has an "
+                                "element or all are empty; compile the outputs as separate "
+                                "kernels to compute them with these sizes")
+        return bool(empty)
 
     # A call whose arrays have the shapes, strides and dtypes (and Params the values) of an
     # earlier call that passed every check needs none of the checks again: its plan only
@@ -550,7 +561,7 @@ class Kernel:
             self._plans.clear()
         self._plans[key] = self._last_plan = plan
 
-    def time(self, *args, **kwargs):
+    def time(self, /, *args, **kwargs):
         """Time the kernel called with ``kwargs``: ``warmup=1`` untimed runs, then repeats
         until ``budget_s=0.5`` seconds (at least 3 runs, or exactly ``repeats=``). A kernel
         argument of one of those names is the argument, not the option. Returns TimingStats.
@@ -559,8 +570,14 @@ class Kernel:
             raise ArgumentError("time() takes keyword arguments only: "
                                 f"kern.time({', '.join(f'{n}=...' for n in self._argument_names())})")
         names = set(self._argument_names())
-        options = {k: kwargs.pop(k) for k in ("warmup", "repeats", "budget_s")
-                   if k in kwargs and k not in names}
+        timing = ("warmup", "repeats", "budget_s")
+        options = {k: kwargs.pop(k) for k in timing if k in kwargs and k not in names}
+        for k in kwargs:
+            guess = difflib.get_close_matches(k, [o for o in timing if o not in names], 1)
+            if k not in names and guess and not difflib.get_close_matches(k, names, 1):
+                raise ArgumentError(f"time(): unexpected argument {k} (did you mean the timing "
+                                    f"option {guess[0]}=?); the kernel takes "
+                                    f"{', '.join(self._argument_names()) or 'no arguments'}")
         return self.time_arguments(kwargs, **options)
 
     def time_arguments(self, arguments, warmup=1, repeats=None, budget_s=0.5):
@@ -568,14 +585,15 @@ class Kernel:
         autotuner's form: any argument names). Example:
         ``kern.time_arguments({"A": a}, warmup=0, repeats=1)``."""
         _check_timing_options(warmup, repeats, budget_s)
-        values, _ = self._bind(arguments)
+        values, outs = self._bind(arguments)
+        run = (lambda: None) if self._all_empty(outs) else (lambda: self._run(values))
         for _ in range(max(0, warmup)):
-            self._run(values)
+            run()
         times = []
         t_end = time.perf_counter() + budget_s
         while True:
             t0 = time.perf_counter()
-            self._run(values)
+            run()
             times.append(time.perf_counter() - t0)
             if repeats is not None:
                 if len(times) >= repeats:

@@ -685,3 +685,95 @@ def test_from_json_with_malformed_names_says_so(names):
     with pytest.raises(sl.ScheduleError, match=r'Schedule.from_json: "names" must be a list of '
                                                r"the pipeline's Func, Input and RDom names"):
         sl.Schedule.from_json(json.dumps(doc), h)
+
+
+@pytest.mark.parametrize("param_name, size_name", [
+    ("my-alpha", "M"), ("class", "lambda"), ("a.b", "None"), ("name", "sl"), ("é", "M")])
+def test_facts_about_names_that_are_not_identifiers_replay(param_name, size_name):
+    # a fact printed with a bare "my-alpha" could not be parsed back: such names are
+    # quoted as name('my-alpha'), in str(s) and in JSON alike
+    A = sl.Input("A", sl.float32, (size_name,))
+    a = sl.Param(param_name, sl.float32)
+    i = sl.Var("i")
+    C = sl.Func("C", shape=(A.shape[0],))
+    C[i] = A[i] * a
+    sl.assume(a > 0)
+    s = sl.Schedule(C)
+    s.assume(A.shape[0] % 2 == 0)
+    s[C].vectorize(i, 4)
+    assert f"name({param_name!r})" in str(s)
+    from_json = sl.Schedule.from_json(s.to_json(), C)
+    replayed = sl.Schedule(C)
+    exec(str(s), {"sl": sl, "s": replayed, "C": C, "A": A, "i": i})
+    for t in (from_json, replayed):
+        assert str(sl.lower(C, t)) == str(sl.lower(C, s))
+        out = sl.compile(C, t)(A=np.ones(4, np.float32), **{param_name: 2.0})
+        np.testing.assert_array_equal(out, 2.0)
+    with pytest.raises(sl.ArgumentError, match="violate assume"):
+        sl.compile(C, from_json)(A=np.ones(4, np.float32), **{param_name: -1.0})
+
+
+def test_a_func_name_with_a_trailing_newline_is_not_printed_bare():
+    A = sl.Input("A", sl.float32, ("N",))
+    i = sl.Var("i")
+    C = sl.Func("C\n", shape=(A.shape[0],))
+    C[i] = A[i] * 2
+    s = sl.Schedule(C)
+    s[C].vectorize(i, 4)
+    assert "s[C\n]" not in str(s)
+    replayed = sl.Schedule(C)
+    namespace = {"sl": sl, "s": replayed, "A": A, "i": i}
+    namespace.update({"C\n": C})
+    exec(str(s), namespace)
+    assert replayed.to_json() == s.to_json()
+    with pytest.raises(sl.AlgorithmError, match="identifier"):
+        sl.Input("B", sl.float32, ("M\n",))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: sl.Var("i\x00"), lambda: sl.Func("C\x00"), lambda: sl.Param("p\x00", sl.int32),
+    lambda: sl.Input("A\x00", sl.float32, (4,)), lambda: sl.RDom(4, name="r\x00")])
+def test_a_name_with_a_nul_character_is_refused_where_it_is_made(make):
+    with pytest.raises(sl.AlgorithmError, match="NUL character"):
+        make()
+
+
+def test_loop_names_given_to_split_and_fuse_are_checked_at_the_directive():
+    env, C = build_gemm()
+    s = sl.Schedule(C)
+    with pytest.raises(sl.ScheduleError, match=r"split\(i, 4\) on C: names=.*NUL"):
+        s[C].split(env["i"], 4, names=("a\x00", "b"))
+    with pytest.raises(sl.ScheduleError, match=r"fuse\(i, j\) on C: name=\.\.\. must give "
+                                               r"non-empty str names.*got 3"):
+        s[C].fuse(env["i"], env["j"], name=3)
+    assert not s.trace
+
+
+@pytest.mark.parametrize("lo, extent", [(0, 10 ** 20), (2 ** 31 - 4, 8), (-2 ** 40, 4)])
+def test_bound_outside_the_int32_range_is_refused_at_the_directive(lo, extent):
+    x = sl.Var("x")
+    A = sl.Input("A", sl.float32, ("N",))
+    f = sl.Func("f")
+    f[x] = A[x] * 2
+    C = sl.Func("C", shape=(A.shape[0],))
+    C[x] = f[x]
+    s = sl.Schedule(C)
+    s[f].compute_root()
+    with pytest.raises(sl.ScheduleError, match=rf"bound\(x, {lo}, {extent}\) on f: .*int32"):
+        s[f].bound(x, lo, extent)
+
+
+@pytest.mark.parametrize("args, says", [
+    ([["M > 0"]], "a recorded fact is one str"),
+    ([{"a": 1}], "a recorded fact is one str"),
+    (["M > 99999999999999999999999999"], "does not fit"),
+    (["sl.cast(5, M) > 0"], "not a schedlang type"),
+])
+def test_a_tampered_assume_in_json_says_which_directive(args, says):
+    env, C = build_gemm()
+    s = sl.Schedule(C)
+    s.assume(env["A"].shape[0] > 0)
+    data = json.loads(s.to_json())
+    data["directives"][0]["args"] = args
+    with pytest.raises(sl.ScheduleError, match=rf"from_json: directive 0.*{says}"):
+        sl.Schedule.from_json(json.dumps(data), C)
