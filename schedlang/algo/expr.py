@@ -359,15 +359,26 @@ def float_to_int_bits(v: float, dtype: DType) -> int:
     return signed(v)
 
 
+def _as_float_text(v):
+    """A Python float literal for int ``v`` in a message: ``float('inf')`` past the doubles."""
+    try:
+        return repr(float(v))
+    except OverflowError:
+        return "float('inf')" if v > 0 else "-float('inf')"
+
+
 def _literal_as(lit: Const, dtype: DType, op: str, what=None) -> Expr:
     """The weak literal ``lit`` next to an operand of type ``dtype`` in ``op``; ``what``
     names where the type comes from for the error (default: the other operand)."""
     if dtype.is_float or (dtype.is_bool and lit.dtype.is_float):
         if not lit.dtype.is_float and dtype.is_float and not _int_fits_float(lit.value, dtype):
             # an int literal is exact, so unlike a float literal it may not round to inf
-            raise AlgorithmError(f"the int literal {lit.value} does not fit {dtype} "
+            shown = lit.value if len(str(lit.value)) <= 80 else \
+                f"of {len(str(abs(lit.value)))} digits"
+            raise AlgorithmError(f"the int literal {shown} does not fit {dtype} "
                                  f"({_type_source(op, what)}): it would round to inf; use a float "
-                                 f"literal ({float(lit.value)!r}) if inf is meant, or sl.cast the "
+                                 f"literal ({_as_float_text(lit.value)}) if inf is meant, or "
+                                 "sl.cast the "
                                  "operand to a wider type first")
         return Const(lit.value, dtype if dtype.is_float else T.float32)
     if lit.dtype.is_float:  # float literal next to an integer: float32
@@ -547,10 +558,10 @@ def _int_power(a, b) -> Expr:
     if is_weak(a) and is_weak(b):
         if b.value < 0:
             raise AlgorithmError(f"{a.value} ** {b.value}: an integer to a negative integer "
-                                 f"power is not an integer; write {float(a.value)!r} ** {b.value}")
+                                 f"power is not an integer; write {_as_float_text(a.value)} ** {b.value}")
         if abs(a.value) >= 2 and b.value >= 64:     # beyond int64: not worth computing
             raise AlgorithmError(f"{a.value} ** {b.value} does not fit any integer type; write "
-                                 f"{float(a.value)!r} ** {b.value} for a float")
+                                 f"{_as_float_text(a.value)} ** {b.value} for a float")
         return Const(a.value ** b.value, T.int32, weak=True)
     if isinstance(b, Const) and b.value < 0:
         # numpy: "Integers to negative integer powers are not allowed"
@@ -629,7 +640,7 @@ def fix_weak(e: Expr) -> Expr:
         if e.dtype.is_int and not T.literal_fits(e.value, e.dtype):
             raise AlgorithmError(f"the literal {e.value} stands alone, so it is {e.dtype}, which it "
                                  "does not fit; write it with a type, e.g. "
-                                 f"sl.cast(sl.int64, {e.value}) or {float(e.value)!r}")
+                                 f"sl.cast(sl.int64, {e.value}) or {_as_float_text(e.value)}")
         return Const(e.value, e.dtype)
     return e
 
@@ -693,7 +704,9 @@ def structural_key(e):
     except AttributeError:
         pass
     if isinstance(e, Const):
-        k = ("C", e.value, e.dtype.name, e.dtype.lanes)
+        # 0.0 == -0.0, but they are different constants (1 / x tells them apart)
+        sign = math.copysign(1.0, e.value) if isinstance(e.value, float) else None
+        k = ("C", e.value, sign, e.dtype.name, e.dtype.lanes)
     elif isinstance(e, Var):
         k = ("V", type(e).__name__, e.name, e.dtype.name)
     elif isinstance(e, FuncRef):

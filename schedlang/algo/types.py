@@ -7,6 +7,7 @@ Example: ``promote_types(uint8, int32) is int32``.
 """
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -179,12 +180,16 @@ def round_to_float(value, dtype: DType) -> float:
     if isinstance(value, float) and (value != value or value in (float("inf"), -float("inf"))):
         return value
     if dtype.name == "float64":
-        return float(value)         # Python rounds an int to a double once
+        try:
+            return float(value)     # Python rounds an int to a double once
+        except OverflowError:       # an int beyond the largest double
+            return math.inf if value > 0 else -math.inf
     if isinstance(value, float) and dtype.name != "bfloat16":
         return float(np.float64(value).astype(dtype.numpy))   # numpy rounds a double once
     bits, emin, emax = FLOAT_FORMATS[dtype.name]
     x = Fraction(value)
-    sign = -1.0 if x < 0 else 1.0
+    # -0.0 is not < 0 as a Fraction: take a float's sign from its bit
+    sign = math.copysign(1.0, value) if isinstance(value, float) else -1.0 if x < 0 else 1.0
     x = abs(x)
     if x == 0:
         return sign * 0.0

@@ -368,6 +368,9 @@ class Kernel:
         if not isinstance(v, np.ndarray) and hasattr(v, "__dlpack__") and \
                 getattr(v, "shape", None) == ():
             v = as_array(f"Param {p.name}", v)      # a 0-d torch tensor, like a 0-d array
+            if isinstance(v, BFloat16Bits):
+                # numpy has no bfloat16: the value is the high half of a float32's bits
+                v = (v.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
         if isinstance(v, np.ndarray) and v.ndim == 0:
             v = v.item()
         if isinstance(v, np.generic):

@@ -581,7 +581,9 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
         # a float literal beyond the type's range is inf (as numpy's), without numpy's warning
         with np.errstate(over="ignore"):
             if dt.name == "bfloat16":
-                return ir.Constant(I16, int(float32_to_bfloat16_bits(np.float32(value))))
+                # rounded once, from the double: through float32 first could round twice
+                exact = T.round_to_float(float(value), T.bfloat16)
+                return ir.Constant(I16, int(float32_to_bfloat16_bits(np.float32(exact))))
             if dt.name == "float16":
                 return ir.Constant(F16, float(np.float16(value)))
             if dt.name == "float32":

@@ -435,6 +435,7 @@ class ArithmeticCodegen:
                   "floor": "floor", "ceil": "ceil", "abs": "fabs", "pow": "pow",
                   "copysign": "copysign", "trunc": "trunc"}
     _LIBM = {"tanh", "erf"}
+    _OWN_F32 = {"exp", "erf", "tanh", "log"}     # float32 functions with our own code
 
     def expr_Call(self, e):
         dt = e.dtype
@@ -478,6 +479,13 @@ class ArithmeticCodegen:
         return result
 
     def _math(self, name, args):
+        if name in self._OWN_F32 and args[0].type == F32:
+            # a scalar takes the vector code on one lane: a vectorized loop and its scalar
+            # tail (or another schedule) then give the same bits (libm's differ by an ulp)
+            b = self.b
+            one = b.insert_element(ir.Constant(ir.VectorType(F32, 1), ir.Undefined), args[0],
+                                   I32(0))
+            return b.extract_element(self._math(name, [one]), I32(0))
         f32_vector = _element(args[0].type) == F32 and isinstance(args[0].type, ir.VectorType)
         if name == "exp" and f32_vector:
             return self._vector_expf(args[0])

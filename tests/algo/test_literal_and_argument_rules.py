@@ -362,3 +362,62 @@ def test_floor_and_ceil_of_integers_are_the_integers_as_numpy():
     got = sl.compile(f)(A=a)
     assert got.dtype == np.int16
     np.testing.assert_array_equal(got, np.floor(a) + np.ceil(a))
+
+
+@pytest.mark.parametrize("make", [
+    lambda F, D: F[x] + 2 ** 1100, lambda F, D: D[x] + 2 ** 1024,
+    lambda F, D: sl.min(D[x], 2 ** 1024), lambda F, D: D[x] < 2 ** 1024,
+    lambda F, D: sl.select(D[x] > 0, D[x], 2 ** 1024), lambda F, D: x * 1.0 + 2 ** 1024])
+def test_an_int_literal_past_every_double_is_an_algorithm_error(make):
+    # the message itself used float(literal), which raised a bare OverflowError
+    F = sl.Input("F", sl.float32, ("N",))
+    D = sl.Input("D", sl.float64, ("N",))
+    with pytest.raises(sl.AlgorithmError, match=r"the int literal (of \d+ digits )?does not "
+                                                r"fit .*float\('inf'\)"):
+        make(F, D)
+
+
+@pytest.mark.parametrize("dtype", [sl.float64, sl.float32, sl.float16, sl.bfloat16])
+def test_casting_an_int_literal_past_every_double_gives_inf(dtype):
+    assert sl.cast(dtype, 10 ** 400).value == float("inf")
+    assert sl.cast(dtype, -10 ** 400).value == -float("inf")
+
+
+@pytest.mark.parametrize("dtype, npdt", [(sl.float16, np.float16), (sl.float32, np.float32),
+                                         (sl.bfloat16, None)])
+def test_casting_negative_zero_keeps_its_sign(dtype, npdt):
+    v = sl.cast(dtype, -0.0).value
+    assert v == 0 and np.signbit(v)
+
+
+def test_a_bfloat16_literal_is_rounded_once_from_the_double():
+    # 1.00390625000001 is just above the midpoint of 1.0 and 1.0078125; through float32
+    # it became the midpoint, and then rounded to even (1.0)
+    B = sl.Input("B", sl.bfloat16, ("N",))
+    f = sl.Func("f", shape=(B.shape[0],))
+    f[x] = sl.cast(sl.float32, B[x] + 1.00390625000001)
+    g = sl.Func("g", shape=(B.shape[0],))
+    g[x] = sl.cast(sl.float32, B[x] + sl.cast(sl.bfloat16, 1.00390625000001))
+    zero = np.zeros(2, np.uint16)       # bfloat16 0.0 as its bits
+    np.testing.assert_array_equal(sl.compile(f)(B=zero), 1.0078125)
+    np.testing.assert_array_equal(sl.compile(g)(B=zero), 1.0078125)
+
+
+def test_select_between_zeros_of_both_signs_keeps_each():
+    # 0.0 == -0.0, so a structural key by value made select(c, -0.0, 0.0) one constant
+    A = sl.Input("A", sl.float32, (4,))
+    f = sl.Func("f", shape=(4,))
+    f[x] = 1.0 / sl.select(A[x] < 0, -0.0, 0.0)
+    with np.errstate(divide="ignore"):
+        got = sl.compile(f)(A=np.array([-1, 1, -1, 1], np.float32))
+    np.testing.assert_array_equal(got, [-np.inf, np.inf, -np.inf, np.inf])
+
+
+@pytest.mark.parametrize("dtype", [sl.float32, sl.float64, sl.bfloat16])
+def test_a_zero_dimensional_bfloat16_torch_tensor_is_read_as_its_value(dtype):
+    torch = pytest.importorskip("torch")
+    P = sl.Param("p", dtype)
+    h = sl.Func("h", shape=(1,))
+    h[x] = sl.cast(sl.float32, P) * sl.cast(sl.float32, x + 1)
+    got = sl.compile(h)(p=torch.tensor(1.5, dtype=torch.bfloat16))
+    np.testing.assert_array_equal(got, [1.5])
