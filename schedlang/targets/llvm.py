@@ -158,6 +158,7 @@ class _FunctionState:
         self.heap = []  # heap pointers live at the current point, outermost first
         self.in_parallel = in_parallel
         self.nthreads = nthreads
+        self.tagged = []  # (load / store, buffer): their noalias lists come at the end
 
 
 class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
@@ -196,9 +197,6 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
         if self.name in _RESERVED_SYMBOLS or self.name.startswith(("llvm.", "__")):
             raise CompileError(f"the kernel name {self.name!r} is taken by a C library or "
                                "LLVM symbol the generated code may call; rename the kernel")
-        self._all_buffers = {a.name for a in self.args if a.kind == "buffer"}
-        L.walk_stmt(stmt, lambda st: self._all_buffers.add(st.buffer)
-                    if isinstance(st, L.Allocate) else None)
         fn = ir.Function(self.module, ir.FunctionType(I32, [PTR, I32]), name=self.name)
         fn.attributes.add("nounwind")
         argv, nthreads = fn.args
@@ -226,6 +224,7 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
             # streaming stores are weakly ordered: make them visible before returning
             RT.store_fence(self.fs.builder, self.module)
         self.fs.builder.ret(I32(0))
+        self._finish_alias(self.fs)
         if self._uses_half:
             RT.define_half_libcalls(self.module)
         return self.module
@@ -530,6 +529,7 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
             with self._bind_var(s.var, b.add(lo_inner, it, name=s.var), s.min.dtype, False):
                 self.stmt(s.body)
             self.b.ret(I32(0))
+            self._finish_alias(self.fs)
         finally:
             self.fs, self.vars, self.var_dtypes, self.buffers, self.dense_lets = saved
 

@@ -6,7 +6,7 @@ constant stride, a run-time choice between one vector load and lane-by-lane load
 clamped ramp (what boundary conditions make), and lane by lane otherwise. Every access
 is tagged with its buffer's alias scope. It relies on the host class for ``self.b``,
 ``self.module``, ``self.expr``, ``self._buffer``, ``self._new_block``, ``self._const_like``,
-``self.dense_lets`` and ``self._all_buffers``, and counts the streaming stores it emits in
+``self.dense_lets`` and ``self.fs.tagged``, and counts the streaming stores it emits in
 ``self.streaming_stores`` (the host fences them before other threads may read).
 Example::
 
@@ -217,43 +217,45 @@ class MemoryCodegen:
     def _alias(self, instr, buffer):
         """Tag a load / store with its buffer's alias scope: distinct buffers never alias
         (the caller checks that outputs do not overlap inputs), which lets LLVM keep
-        accumulators in registers across loops that also read other buffers."""
-        tags = self.__dict__.setdefault("_alias_tags", {})
-        if buffer not in tags:
-            tags[buffer] = self._alias_tag(buffer)
-        own, others = tags[buffer]
-        instr.set_metadata("alias.scope", own)
-        if others is not None:
-            instr.set_metadata("noalias", others)
+        accumulators in registers across loops that also read other buffers. Its noalias
+        list (the other buffers) is added when the function is done (``_finish_alias``)."""
+        instr.set_metadata("alias.scope", self._scope_list(buffer))
+        self.fs.tagged.append((instr, buffer))
         return instr
 
-    def _alias_tag(self, buffer):
-        """(alias.scope, noalias) metadata of ``buffer``'s accesses. Made once per buffer:
-        llvmlite hashes a metadata node's operands, nested, on every ``add_metadata``, and the
-        noalias list names every other buffer, so a kernel of many buffers spent seconds
-        here."""
+    def _finish_alias(self, fs):
+        """Give every access tagged in function ``fs`` the noalias list of the other buffers
+        that function touches. Lists of every buffer of the kernel made LLVM's alias queries
+        cost as much as the rest of optimization in kernels of ~100 buffers (a deep MLP)."""
+        names = frozenset(b for _, b in fs.tagged)
+        lists = self.__dict__.setdefault("_noalias_lists", {})
+        for instr, buffer in fs.tagged:
+            key = (buffer, names)
+            if key not in lists:
+                others = [self._scope(n) for n in sorted(names) if n != buffer]
+                lists[key] = self.module.add_metadata(others) if others else None
+            if lists[key] is not None:
+                instr.set_metadata("noalias", lists[key])
+        fs.tagged.clear()
+
+    def _scope(self, buffer):
+        """The alias scope of ``buffer`` (made once: llvmlite hashes a node's operands,
+        nested, on every ``add_metadata``)."""
         scopes = self.__dict__.setdefault("_scopes", {})
-        if "__domain__" not in scopes:
-            scopes["__domain__"] = self.module.add_metadata(
-                [ir.MetaDataString(self.module, "schedlang.buffers")])
         if buffer not in scopes:
+            if "__domain__" not in scopes:
+                scopes["__domain__"] = self.module.add_metadata(
+                    [ir.MetaDataString(self.module, "schedlang.buffers")])
             scopes[buffer] = self.module.add_metadata(
                 [ir.MetaDataString(self.module, f"schedlang.buffer.{buffer}"),
                  scopes["__domain__"]])
-        names = self.__dict__.setdefault("_alias_names", [])
-        if not names:
-            names.extend(sorted(self._all_buffers))
-        own = scopes[buffer]
-        others = []
-        for n in names:
-            if n != buffer:
-                if n not in scopes:
-                    scopes[n] = self.module.add_metadata(
-                        [ir.MetaDataString(self.module, f"schedlang.buffer.{n}"),
-                         scopes["__domain__"]])
-                others.append(scopes[n])
-        return (self.module.add_metadata([own]),
-                self.module.add_metadata(others) if others else None)
+        return scopes[buffer]
+
+    def _scope_list(self, buffer):
+        lists = self.__dict__.setdefault("_scope_lists", {})
+        if buffer not in lists:
+            lists[buffer] = self.module.add_metadata([self._scope(buffer)])
+        return lists[buffer]
 
     def _element_ptr(self, base_ptr, index, elem):
         return self.b.gep(base_ptr, [index], inbounds=True, source_etype=elem)
