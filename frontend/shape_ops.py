@@ -117,6 +117,10 @@ def reshape(x, *shape, **kw):
                                 f"({x.size} elements) into {shape}")
     if shape == x.shape:
         return x
+    if x.op == "reshape" and x.func is None:
+        # a reshape of a reshape is one reshape of the first source (both are row-major):
+        # a chain stays one index map instead of a div / mod per link
+        return reshape(x.srcs[0], shape)
     if x.size == 0:
         # nothing is read: an index map would divide by the zero-sized dims' strides
         return Tensor.make("reshape", shape, [x], shape, x.dtype,
@@ -194,6 +198,9 @@ def permute(x, *dims, **kw):
                                 f"tensor of shape {x.shape}")
     if norm == list(range(x.ndim)):
         return x
+    if x.op == "permute" and x.func is None:
+        # a permute of a permute is one permute (x.T.T is x itself)
+        return permute(x.srcs[0], [x.params[d] for d in norm])
     shape = tuple(x.shape[d] for d in norm)
 
     def index_fn(idx):

@@ -15,7 +15,7 @@ import time
 
 from .algo import expr as E
 from .algo.func import Func, Input, definition_exprs
-from .deep_recursion import deep_recursion
+from .deep_recursion import DEEP_PIPELINE_FUNCS, call_deep_if, deep_recursion
 from .errors import AlgorithmError, CompileError, SchedlangError, ScheduleError
 from .lower import ir
 from .lower.lower import lower_pipeline
@@ -171,7 +171,8 @@ def lower(outputs, schedule=None, target="llvm", **unknown):
     outputs, schedule = _outputs_and_schedule(outputs, schedule, target, caller="sl.lower")
     if base == "llvm":
         _check_cpu_directives(schedule)
-    stmt, _ = lower_pipeline(schedule, target)
+    stmt, _ = call_deep_if(len(schedule.funcs) > DEEP_PIPELINE_FUNCS, lower_pipeline,
+                           schedule, target)
     return stmt
 
 
@@ -236,6 +237,12 @@ def compile(outputs, schedule=None, target="llvm", **unknown):  # noqa: A001 - S
     base = check_target(target)
     outputs, schedule = _outputs_and_schedule(outputs, schedule, target, tune=True)
     _check_cpu_directives(schedule)
+    return call_deep_if(len(schedule.funcs) > DEEP_PIPELINE_FUNCS, _build_kernel, outputs,
+                        schedule, target, base, bound)
+
+
+def _build_kernel(outputs, schedule, target, base, bound):
+    """Lower, generate and JIT: the steps that walk the whole statement recursively."""
     stmt, ctx = lower_pipeline(schedule, target)
     args = kernel_args(stmt, schedule)
     # the symbol name is ASCII whatever the Funcs are called (a Python name may be Unicode)

@@ -50,6 +50,21 @@ def _on_deep_stack(fn, args, kwargs):
     return out["value"]
 
 
+# Funcs in a pipeline from which lowering starts on the large stack at once: the statement
+# nests a level or more per stored Func, and a pipeline of ~80 (a 12-block MLP) overflowed
+# the default limit only after seconds of work, which the retry then repeated
+DEEP_PIPELINE_FUNCS = 48
+
+
+def call_deep_if(deep, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, on the large stack when ``deep`` is true (a big pipeline)
+    and this thread is not on it already. Example:
+    ``call_deep_if(len(s.funcs) > DEEP_PIPELINE_FUNCS, lower_pipeline, s, target)``."""
+    if not deep or getattr(_local, "deep", False):
+        return fn(*args, **kwargs)
+    return _on_deep_stack(fn, args, kwargs)
+
+
 def deep_recursion(error, what):
     """Decorate an entry point that walks user expressions: on ``RecursionError`` it is run
     again on a large stack; one that still overflows raises ``error`` (a SchedlangError

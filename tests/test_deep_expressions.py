@@ -45,3 +45,37 @@ def test_an_expression_too_deep_for_any_stack_is_an_algorithm_error():
     with pytest.raises(sl.AlgorithmError, match="defining a Func: an expression is nested too "
                        "deeply.*split the chain into several Funcs"):
         f[x] = e
+
+
+def test_a_pipeline_of_many_funcs_is_lowered_once_on_the_large_stack(monkeypatch):
+    # its statement nests past the default recursion limit; lowering used to overflow after
+    # seconds of work and then run again from the start on the large stack
+    import importlib
+    lower_mod = importlib.import_module("schedlang.lower.lower")
+    compiler = importlib.import_module("schedlang.compiler")
+    deep = importlib.import_module("schedlang.deep_recursion")
+    runs = []
+    real = lower_mod.lower_pipeline
+
+    def counting(*args, **kwargs):
+        runs.append(deep._local.__dict__.get("deep", False))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(compiler, "lower_pipeline", counting)
+    A = sl.Input("A", sl.float32, (16,))
+    x = sl.Var("x")
+    f, ref = A, np.linspace(0, 1, 16, dtype=np.float32)
+    a = ref.copy()
+    s_funcs = []
+    for k in range(deep.DEEP_PIPELINE_FUNCS + 12):
+        g = sl.Func(f"g{k}")
+        g[x] = f[x] * 0.5 + 1.0
+        s_funcs.append(g)
+        f, ref = g, ref * np.float32(0.5) + np.float32(1.0)
+    out = sl.Func("out", shape=(16,))
+    out[x] = f[x]
+    s = sl.Schedule(out)
+    for g in s_funcs:
+        s[g].compute_root()
+    kern = sl.compile(out, s)
+    assert runs == [True]
+    np.testing.assert_allclose(kern(A=a), ref, rtol=1e-6)

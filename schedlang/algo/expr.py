@@ -706,7 +706,10 @@ def structural_key(e):
     if isinstance(e, Const):
         # 0.0 == -0.0, but they are different constants (1 / x tells them apart)
         sign = math.copysign(1.0, e.value) if isinstance(e.value, float) else None
-        k = ("C", e.value, sign, e.dtype.name, e.dtype.lanes)
+        k = ("C", e.value, sign, e.weak, e.dtype.name, e.dtype.lanes)
+    elif isinstance(e, RVar):
+        # two RDoms may name their variables alike; as for a FuncRef, identity tells them apart
+        k = ("V", "RVar", e.name, e.dtype.name, id(e.rdom), e.dim)
     elif isinstance(e, Var):
         k = ("V", type(e).__name__, e.name, e.dtype.name)
     elif isinstance(e, FuncRef):

@@ -352,7 +352,8 @@ def schedule_functions(stmt, ctx):
     for f in reversed(ctx.order):
         if ctx.is_output(f):
             continue
-        users = [k for k, seg in enumerate(segments) if count_calls(seg, f)]
+        # f is not built yet, so a segment that mentions it reads it
+        users = [k for k, seg in enumerate(segments) if id(f) in ir.funcs_mentioned(seg)]
         if not users:
             continue
         first = users[0]

@@ -332,9 +332,24 @@ class Simplifier:
         return E.BinOp(op, a, b)
 
 
+# structural key -> simplified expression: lowering simplifies the same region and index
+# expressions again and again (a 16-block MLP: ~130k calls, half of them repeats)
+_SIMPLIFIED = {}
+_SIMPLIFIED_MAX = 50_000
+
+
 def simplify(e):
     """Simplify one expression (see the module docstring)."""
-    return Simplifier()(e)
+    if isinstance(e, (E.Const, E.Var)):
+        return Simplifier()(e)
+    key = E.structural_key(e)
+    hit = _SIMPLIFIED.get(key)
+    if hit is None:
+        hit = Simplifier()(e)
+        if len(_SIMPLIFIED) >= _SIMPLIFIED_MAX:
+            _SIMPLIFIED.clear()
+        _SIMPLIFIED[key] = hit
+    return hit
 
 
 _VARS_CACHE = {}

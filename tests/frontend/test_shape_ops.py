@@ -219,3 +219,29 @@ def test_ops_on_tensors_with_an_empty_inner_dimension(op, ref):
 def test_slice_steps_beyond_int32_select_one_element_as_numpy(key):
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     check(Tensor(a)[key], a[key])
+
+
+def test_a_chain_of_reshapes_is_one_reshape_of_the_first_source():
+    # each link used to add a div / mod; past 64 nodes the chain was stored link by link,
+    # and 500 links took 30 s to compile
+    x = Tensor(X)
+    y = x
+    for k in range(200):
+        y = y.reshape(4, 6) if k % 2 == 0 else y.reshape(3, 8)
+    assert y.op == "reshape" and y.srcs[0] is x
+    check(y, X.reshape(3, 8))
+    z = Tensor(X).permute(2, 0, 1).reshape(4, 6).reshape(24)
+    assert z.srcs[0].op == "permute"
+    check(z, X.transpose(2, 0, 1).reshape(24))
+
+
+def test_a_permute_of_a_permute_is_one_permute():
+    x = Tensor(X)
+    assert x.T.T is x
+    y = x.permute(2, 0, 1).permute(1, 2, 0).permute(0, 2, 1)
+    assert y.op == "permute" and y.srcs[0] is x
+    check(y, X.transpose(2, 0, 1).transpose(1, 2, 0).transpose(0, 2, 1))
+    chain = x
+    for _ in range(1001):
+        chain = chain.T
+    check(chain, X.T)
