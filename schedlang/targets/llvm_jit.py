@@ -33,7 +33,7 @@ __all__ = ["LLVMKernelModule", "pack_args", "data_address", "float32_to_bfloat16
            "OPTIMIZER_RUNS"]
 
 # Bumped when the way machine code is produced changes without changing the IR text.
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2      # 2: each object carries a digest of itself, its key and its IR
 
 # Counts optimizer runs in this process (a cache hit does not run it).
 OPTIMIZER_RUNS = 0
@@ -381,15 +381,35 @@ def _cache_dir():
     return path if os.access(path, os.W_OK | os.R_OK) else None
 
 
+_OBJECT_MAGIC = b"schedlang-object\n"
+
+
+def _object_digest(key, obj: bytes, source: str) -> bytes:
+    return hashlib.sha256(b"\0".join([key.encode(), obj, source.encode("utf-8")])).hexdigest() \
+        .encode()
+
+
 def _cache_read(cache_dir, key):
+    """(machine code, IR) stored under ``key``, or None. An entry whose digest does not
+    match (a damaged file, or another kernel's object copied over it) is deleted: loading
+    it would crash the process or run the wrong code."""
+    paths = [os.path.join(cache_dir, key + ext) for ext in (".o", ".ll")]
     try:
-        with open(os.path.join(cache_dir, key + ".o"), "rb") as f:
-            obj = f.read()
-        with open(os.path.join(cache_dir, key + ".ll"), "r", encoding="utf-8") as f:
+        with open(paths[0], "rb") as f:
+            data = f.read()
+        with open(paths[1], "r", encoding="utf-8") as f:
             source = f.read()
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return None
-    return (obj, source) if obj else None
+    head, _, obj = data[len(_OBJECT_MAGIC):].partition(b"\n")
+    if data.startswith(_OBJECT_MAGIC) and obj and head == _object_digest(key, obj, source):
+        return obj, source
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return None
 
 
 def _cache_write(cache_dir, key, obj: bytes, source: str):
@@ -397,7 +417,8 @@ def _cache_write(cache_dir, key, obj: bytes, source: str):
     # to a temporary name and renamed, so a concurrent reader sees all of it or nothing.
     try:
         _atomic_write(os.path.join(cache_dir, key + ".ll"), source.encode("utf-8"))
-        _atomic_write(os.path.join(cache_dir, key + ".o"), obj)
+        _atomic_write(os.path.join(cache_dir, key + ".o"), _OBJECT_MAGIC
+                      + _object_digest(key, obj, source) + b"\n" + obj)
     except OSError:
         pass
 

@@ -955,3 +955,40 @@ def test_noalias_lists_name_only_the_buffers_of_their_function():
     for _ in range(12):
         want = want * 2 + 1
     np.testing.assert_allclose(kern(A=ref), want, rtol=1e-6)
+
+
+def _one_op_kernel(op):
+    A = sl.Input("A", sl.float32, (64,))
+    i = sl.Var("i")
+    C = sl.Func("C", shape=(64,))
+    C[i] = A[i] + 1 if op == "add" else A[i] * 3
+    return sl.compile(C, sl.Schedule(C))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "swap", "garbage"])
+def test_a_damaged_or_swapped_cache_entry_is_recompiled_not_run(tmp_path, monkeypatch, damage):
+    # loading such an object killed the process (truncated) or ran another kernel's code
+    monkeypatch.setenv("SCHEDLANG_CACHE", str(tmp_path))
+    ones = np.ones(64, np.float32)
+    _one_op_kernel("add")
+    objects = sorted((tmp_path / "llvm").glob("*.o"))
+    assert len(objects) == 1
+    target = objects[0]
+    data = target.read_bytes()
+    if damage == "truncate":
+        target.write_bytes(data[:len(data) // 2])
+    elif damage == "flip":
+        flipped = bytearray(data)
+        for k in range(len(data) - 64, len(data) - 48):
+            flipped[k] ^= 0xFF
+        target.write_bytes(bytes(flipped))
+    elif damage == "swap":
+        _one_op_kernel("mul")
+        other = next(p for p in (tmp_path / "llvm").glob("*.o") if p != target)
+        target.write_bytes(other.read_bytes())
+    else:
+        target.write_bytes(b"\x7fELF" + bytes(range(256)) * 3)
+    kern = _one_op_kernel("add")
+    assert not kern.module.from_cache
+    np.testing.assert_array_equal(kern(A=ones), 2.0)
+    assert _one_op_kernel("add").module.from_cache      # rewritten whole
