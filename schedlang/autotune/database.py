@@ -19,17 +19,18 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 import warnings
 
 from ..errors import SchedlangError
 from ..schedule.schedule import Schedule
 from ..targets.llvm_jit import cache_root
-from .keys import ACTION_VERSION, rename_schedule_json
+from .keys import ACTION_VERSION
 
 SCHEMA_VERSION = 1
 DB_FILE = "tuning.sqlite3"
 # How long a writer waits for another process's transaction before giving up (seconds).
-BUSY_TIMEOUT_S = 30.0
+BUSY_TIMEOUT_S = 10.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
@@ -121,11 +122,36 @@ class TuningDatabase:
                 conn.execute("PRAGMA synchronous = NORMAL")
                 _retry(lambda: self._create_schema(conn))
         except (sqlite3.Error, OSError) as e:
-            raise TuningDatabaseError(f"the tuning database {self.path} cannot be opened ({e}); "
-                                      "set SCHEDLANG_CACHE to a writable directory, or delete "
-                                      "the file if it is damaged") from None
+            raise TuningDatabaseError(f"the tuning database {self.path} cannot be opened "
+                                      f"({e}); {_advice(e)}") from None
         self._conn, self._writable = conn, create
+        if create:
+            self._check_schema(conn)
         return conn
+
+    def _read_only(self, immutable):
+        """A read-only connection. A WAL database in a directory this process may not write
+        opens so when its ``-shm`` file exists, else only as ``immutable`` (which reads the
+        main file alone: what no writer checkpointed is not seen)."""
+        self.close()
+        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro" + (
+            "&immutable=1" if immutable else "")
+        self._conn, self._writable = sqlite3.connect(uri, uri=True, isolation_level=None), False
+        return self._conn
+
+    def _check_schema(self, conn):
+        """Refuse a database a newer schedlang wrote (``meta.schema`` above ours): its rows
+        may mean something else, and writing would mix the two."""
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
+        except sqlite3.Error:
+            return
+        if row is not None and not (str(row[0]).isdigit() and int(row[0]) <= SCHEMA_VERSION):
+            self.close()
+            raise TuningDatabaseError(
+                f"the tuning database {self.path} has schema {row[0]!r}, newer than this "
+                f"schedlang's ({SCHEMA_VERSION}); upgrade schedlang, or set SCHEDLANG_CACHE to "
+                "another directory")
 
     @staticmethod
     def _create_schema(conn):
@@ -167,22 +193,33 @@ class TuningDatabase:
         try:
             return _retry(txn)
         except sqlite3.Error as e:
-            raise TuningDatabaseError(f"cannot write the tuning database {self.path} ({e})"
-                                      ) from None
+            raise TuningDatabaseError(f"cannot write the tuning database {self.path} ({e}); "
+                                      f"{_advice(e)}") from None
 
     # ------------------------------------------------------------------ best schedules
     def best_row(self, key, min_beam=0):
         """The stored best entry for WorkloadKey ``key`` as a dict (``schedule``, ``names``,
         ``time_s``, ``beam``, ...), or None; entries tuned with a beam narrower than
         ``min_beam`` are not returned."""
+        def query(conn):
+            if not self._writable:
+                self._check_schema(conn)
+            cur = conn.execute("SELECT * FROM best WHERE key = ? AND action_version = ?",
+                               (key.digest, ACTION_VERSION))
+            return cur.fetchone(), [c[0] for c in cur.description]
         try:
             conn = self._connect(create=False)
             if conn is None:
                 return None
-            cur = conn.execute("SELECT * FROM best WHERE key = ? AND action_version = ?",
-                               (key.digest, ACTION_VERSION))
-            row = cur.fetchone()
-            cols = [c[0] for c in cur.description]
+            try:
+                row, cols = query(conn)
+            except sqlite3.OperationalError as e:
+                if "readonly" not in str(e) and "unable to open" not in str(e):
+                    raise
+                try:
+                    row, cols = query(self._read_only(immutable=False))
+                except sqlite3.OperationalError:
+                    row, cols = query(self._read_only(immutable=True))
         except sqlite3.OperationalError as e:
             if "no such table" in str(e):    # created by a writer that wrote nothing yet
                 return None
@@ -196,6 +233,11 @@ class TuningDatabase:
         if row is None:
             return None
         row = dict(zip(cols, row))
+        if not _row_types_ok(row):
+            warnings.warn(f"schedlang: the tuning database {self.path} holds a damaged entry "
+                          f"for {key.describe()} (a field of the wrong type); ignoring it",
+                          stacklevel=3)
+            return None
         if (row.get("beam") or 0) < min_beam:
             return None
         return row
@@ -218,7 +260,8 @@ class TuningDatabase:
         def fn(conn):
             old = conn.execute("SELECT time_s, beam FROM best WHERE key = ?",
                                (key.digest,)).fetchone()
-            if old is not None and old[0] is not None and old[0] < time_s and (old[1] or 0) > beam:
+            if old is not None and _number(old[0]) and _number(old[1]) and old[0] < time_s \
+                    and old[1] > beam:
                 return False
             conn.execute("INSERT OR REPLACE INTO best VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                          "?, ?)", (key.digest, key.algo_hash, key.sizes, key.dtypes, key.target,
@@ -303,9 +346,10 @@ def schedule_from_row(row, key, outputs, where="the tuning database"):
     is damaged or its schedule does not fit the algorithm any more.
     Example: ``schedule_from_row(db.best_row(key), key, [C])``."""
     try:
-        names = json.loads(row["names"])
-        text = rename_schedule_json(row["schedule"], names, key.names)
-        return Schedule.from_json(text, *outputs)
+        # from_json renames what a rebuild named otherwise, from the names the text holds
+        data = json.loads(row["schedule"])
+        data["names"] = json.loads(row["names"])
+        return Schedule.from_json(json.dumps(data), *outputs)
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError,
             SchedlangError) as e:
         warnings.warn(f"schedlang: ignoring the tuned schedule stored in {where} for "
@@ -315,17 +359,40 @@ def schedule_from_row(row, key, outputs, where="the tuning database"):
         return None
 
 
-def _retry(fn, attempts=20):
+def _number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _row_types_ok(row):
+    """Whether a ``best`` row's fields have the types this module writes (a hand-edited or
+    damaged row must be ignored, not compared)."""
+    return (isinstance(row.get("schedule"), str) and isinstance(row.get("names"), str)
+            and (row.get("beam") is None or _number(row.get("beam")))
+            and (row.get("time_s") is None or _number(row.get("time_s"))))
+
+
+def _advice(e):
+    """What to do about a database error ``e``: wait for a lock; else fix the place."""
+    if "locked" in str(e).lower() or "busy" in str(e).lower():
+        return ("another process holds its write lock; try again when that process is done, "
+                "or set SCHEDLANG_CACHE to another directory")
+    return "set SCHEDLANG_CACHE to a writable directory, or delete the file if it is damaged"
+
+
+def _retry(fn, attempts=None):
     """Call ``fn``; retry while SQLite reports the database locked or busy (another process
-    is in a write transaction beyond the busy timeout, or changing the journal mode)."""
-    delay = 0.01
-    for n in range(attempts):
+    is in a write transaction beyond the busy timeout, or changing the journal mode), for
+    about ``BUSY_TIMEOUT_S`` in all, or ``attempts`` times."""
+    delay, deadline = 0.01, time.monotonic() + BUSY_TIMEOUT_S
+    n = 0
+    while True:
+        n += 1
         try:
             return fn()
         except sqlite3.OperationalError as e:
             msg = str(e).lower()
-            if n == attempts - 1 or not ("locked" in msg or "busy" in msg):
+            out_of_time = time.monotonic() > deadline or (attempts is not None and n >= attempts)
+            if out_of_time or not ("locked" in msg or "busy" in msg):
                 raise
             time.sleep(delay)
             delay = min(0.5, delay * 2)
-    return None

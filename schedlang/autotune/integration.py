@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import warnings
 
-from ..errors import ScheduleError, SchedlangError
+from ..errors import CompileError, ScheduleError, SchedlangError
 from . import database
 from .database import TuningDatabase
 
@@ -105,8 +105,17 @@ def choose_schedule(outputs, target="llvm", default=None, allow_tuning=True, thr
     seeds = [default] if default is not None else []
     if sizes:
         warnings.warn(estimated_sizes_note(outputs, sizes), stacklevel=4)
-    tuned = tune(outputs, target, beam=beam, budget_s=budget_from_env(), seeds=seeds,
-                 threads=key.threads, sizes=sizes).schedule
+    try:
+        tuned = tune(outputs, target, beam=beam, budget_s=budget_from_env(), seeds=seeds,
+                     threads=key.threads, sizes=sizes).schedule
+    except CompileError as e:
+        if target == "llvm":
+            raise
+        # code for another CPU that this one cannot run cannot be timed here; compiling it
+        # (to inspect, or to run elsewhere) still works with the default schedule
+        warnings.warn(f"schedlang: BEAM is set but candidates for {target} cannot be timed on "
+                      f"this machine ({e}); compiling with the default schedule", stacklevel=4)
+        return None, DEFAULT_ORIGIN
     row = db.best_row(key, min_beam=beam)
     if row is not None and row["schedule"] == tuned.to_json():
         return tuned, _origin(key, row)

@@ -5,7 +5,7 @@ of the action set.
 Func, Input and RDom names do not enter the hash: the tensor frontend invents them
 (``matmul7``), so two builds of the same graph must share a database entry. Instead every
 such name gets a canonical position (``algorithm_hash``), and a stored schedule is renamed
-onto the current pipeline's names when it is loaded (``rename_schedule_json``).
+onto the current pipeline's names when it is loaded (``Schedule.from_json`` does it).
 Example::
 
     key = workload_key([C], "llvm", threads=2)
@@ -24,7 +24,7 @@ import platform
 from ..algo import expr as E
 from ..algo.func import Func
 from ..errors import AlgorithmError, ScheduleError
-from ..schedule.names import pipeline_names, rdoms_in_order, rename_directives
+from ..schedule.names import pipeline_names, rdoms_in_order
 from ..schedule.schedule import Schedule
 from ..targets.kernel import default_threads
 
@@ -244,14 +244,5 @@ def workload_key(outputs, target="llvm", sizes=None, threads=None):
     return WorkloadKey(digest, size_text, dtype_text, target, machine_id(target), names, threads)
 
 
-def rename_schedule_json(text, old_names, new_names):
-    """Schedule JSON written for a pipeline with ``old_names`` (canonical order), with every
-    Func, Input and RDom name replaced by the current pipeline's name at the same position.
-    Example: ``rename_schedule_json(t, ["matmul3", "x1"], ["matmul9", "x5"])``."""
-    if list(old_names) == list(new_names):
-        return text
-    return json.dumps(rename_directives(json.loads(text), old_names, new_names))
-
-
 __all__ = ["ACTION_VERSION", "WorkloadKey", "algorithm_hash", "workload_key", "check_threads",
-           "concrete_sizes", "machine_id", "rename_schedule_json"]
+           "concrete_sizes", "machine_id"]

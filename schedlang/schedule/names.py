@@ -38,30 +38,44 @@ def pipeline_names(s):
         r.name for r in rdoms_in_order(s)]
 
 
-def rename_directives(data, old_names, new_names):
+# the argument positions of directives that name a Func or Input; the others name loops
+_FUNC_ARGS = {"compute_at": (0,), "store_at": (0,), "cache_read": (0,), "prefetch": (0,)}
+
+
+def rename_directives(data, old_names, new_names, n_rdoms=0):
     """Schedule JSON data (a dict) written for a pipeline with ``old_names`` (canonical
-    order), with each name replaced by the one at the same position in ``new_names``. Loop
-    names such as ``k7.o`` are renamed component by component. Returns a new dict; raises
-    ValueError when the two pipelines differ in size."""
+    order; the last ``n_rdoms`` are RDoms), with each name replaced by the one at the same
+    position in ``new_names``. Func and Input names are renamed where a directive names a
+    Func; loop names such as ``k7.o`` only by their RDom parts, component by component (a
+    Func named ``y`` must not rename the loop ``y``). Returns a new dict; raises ValueError
+    when the two pipelines differ in size."""
     if list(old_names) == list(new_names):
         return data
     if len(old_names) != len(new_names):
         raise ValueError("the schedule's pipeline has a different number of Funcs / Inputs / "
                          "RDoms")
-    mapping = {a: b for a, b in zip(old_names, new_names) if a != b}
+    split = len(old_names) - n_rdoms
+    funcs = {a: b for a, b in zip(old_names[:split], new_names[:split]) if a != b}
+    rdoms = {a: b for a, b in zip(old_names[split:], new_names[split:]) if a != b}
 
-    def ren(x):
+    def ren(x, mapping):
         if isinstance(x, str):
             return ".".join(mapping.get(c, c) for c in x.split("."))
         if isinstance(x, list):
-            return [ren(y) for y in x]
+            return [ren(y, mapping) for y in x]
         return x
+
+    def directive(d):
+        if d.get("op") == "assume":
+            return d
+        func_args = _FUNC_ARGS.get(d.get("op"), ())
+        return {**d, "func": ren(d["func"], funcs),
+                "args": [ren(a, funcs if k in func_args else rdoms)
+                         for k, a in enumerate(d["args"])],
+                "kwargs": {k: ren(v, funcs if k == "name" else rdoms)
+                           for k, v in d.get("kwargs", {}).items()}}
     out = dict(data)
-    out["directives"] = [
-        d if d.get("op") == "assume" else
-        {**d, "func": ren(d["func"]), "args": [ren(a) for a in d["args"]],
-         "kwargs": {k: ren(v) for k, v in d.get("kwargs", {}).items()}}
-        for d in data.get("directives", [])]
-    out["outputs"] = [ren(o) for o in data.get("outputs", [])]
+    out["directives"] = [directive(d) for d in data.get("directives", [])]
+    out["outputs"] = [ren(o, funcs) for o in data.get("outputs", [])]
     out["names"] = list(new_names)
     return out

@@ -22,7 +22,7 @@ from ..algo.printer import expr_to_python
 from ..deep_recursion import deep_recursion
 from ..errors import SchedlangError, ScheduleError
 from .fact_text import parse_fact
-from .names import pipeline_names, rename_directives
+from .names import pipeline_names, rdoms_in_order, rename_directives
 from .placement import Placement, refs  # noqa: F401 - refs: staging.py imports it from here
 from .stage import StageSchedule
 
@@ -364,7 +364,8 @@ class Schedule(Placement):
             # a rebuild of the same algorithm may have given its unnamed Funcs and RDoms
             # other automatic names: replay by canonical position
             try:
-                data = rename_directives(data, stored, s.pipeline_names)
+                data = rename_directives(data, stored, s.pipeline_names,
+                                         len(rdoms_in_order(s._unscheduled)))
             except (ValueError, TypeError) as e:
                 raise ScheduleError(f"Schedule.from_json: {e}; it was written for another "
                                     "algorithm") from None

@@ -283,3 +283,97 @@ def test_a_writer_killed_mid_run_leaves_a_usable_database():
     db, key = _store(C, sl.Schedule(C))
     db.add_measurements(key, [Measurement("{}", 1e-3, "ok", [1.0], 1)])
     assert db.count_measurements() == n + 1
+
+
+def test_beam_with_a_target_this_machine_cannot_run_compiles_the_default(monkeypatch):
+    # the candidates of a search are timed here; code for a CPU with instructions this one
+    # lacks cannot be, and sl.compile raised instead of giving a kernel to inspect
+    monkeypatch.setenv("BEAM", "2")
+    monkeypatch.setenv("SCHEDLANG_BEAM_BUDGET_S", "2")
+    A = sl.Input("A", sl.float16, (64, 64))
+    i, j = sl.vars("i j")
+    C = sl.Func("C", shape=(64, 64))
+    C[i, j] = A[i, j] * A[j, i] + A[i, j]
+    try:
+        sl.compile(C, sl.Schedule(C), target="llvm:sapphirerapids")(A=np.ones((64, 64), np.float16))
+        pytest.skip("this machine runs sapphirerapids code (it has avx512fp16)")
+    except sl.CompileError:
+        pass
+    with pytest.warns(UserWarning, match="candidates for llvm:sapphirerapids cannot be timed"):
+        kern = sl.compile(C, target="llvm:sapphirerapids")
+    assert "vmovsh" in kern.source or "half" in kern.source
+
+
+@pytest.mark.parametrize("sql", ["UPDATE best SET beam = 'abc'", "UPDATE best SET time_s = 'fast'"])
+def test_a_best_row_with_fields_of_the_wrong_type_is_ignored_and_overwritten(sql):
+    C = matmul(32)
+    db, key = _store(C, sl.Schedule(C))
+    _corrupt(sql)
+    with pytest.warns(UserWarning, match="damaged entry"):
+        kern = sl.compile(matmul(32))
+    check_matmul(kern, 32)
+    s = sl.Schedule(C)
+    s[C].parallel("i")
+    assert TuningDatabase().store_best(key, s, 1e-3, 2)      # compared no strings
+    assert str(sl.compile(matmul(32)).schedule) == str(s)
+
+
+def test_a_database_of_a_newer_schema_is_neither_read_nor_written():
+    C = matmul(32)
+    s = sl.Schedule(C)
+    s[C].parallel("i")
+    _, key = _store(C, s)
+    _corrupt("UPDATE meta SET value = '99' WHERE name = 'schema'")
+    with pytest.warns(UserWarning, match="schema '99', newer than this schedlang"):
+        kern = sl.compile(matmul(32))
+    assert kern.schedule.trace == []
+    with pytest.raises(sl.SchedlangError, match="newer than this schedlang"):
+        TuningDatabase().store_best(key, sl.Schedule(C), 1e-4, 8)
+
+
+def test_a_locked_database_says_to_wait_not_to_delete(monkeypatch):
+    import sqlite3
+    from schedlang.autotune import database
+    C = matmul(16)
+    _store(C, sl.Schedule(C))
+    monkeypatch.setattr(database, "BUSY_TIMEOUT_S", 0.05)
+    holder = sqlite3.connect(default_path(), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        t0 = time.time()
+        with pytest.raises(sl.SchedlangError, match="another process holds its write lock") as e:
+            TuningDatabase().store_best(workload_key(C), sl.Schedule(C), 1e-4, 8)
+        assert "delete" not in str(e.value)
+        assert time.time() - t0 < 5
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_a_database_that_can_only_be_read_is_read(monkeypatch):
+    # a WAL database in a directory this process may not write: the normal connection
+    # fails to make its -shm file; the stored schedule is still served
+    import sqlite3
+    C = matmul(32)
+    s = sl.Schedule(C)
+    s[C].parallel("i")
+    _store(C, s)[0].close()
+    real_connect = sqlite3.connect
+
+    class NoWrite:
+        def __init__(self, conn):
+            self.conn = conn
+
+        def execute(self, sql, *a):
+            if sql.startswith("SELECT"):
+                raise sqlite3.OperationalError("attempt to write a readonly database")
+            return self.conn.execute(sql, *a)
+
+        def close(self):
+            self.conn.close()
+
+    def connect(target, *a, **kw):
+        conn = real_connect(target, *a, **kw)
+        return conn if kw.get("uri") else NoWrite(conn)
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    assert str(sl.compile(matmul(32)).schedule) == str(s)
