@@ -197,15 +197,25 @@ class TuningDatabase:
                                       f"{_advice(e)}") from None
 
     # ------------------------------------------------------------------ best schedules
-    def best_row(self, key, min_beam=0):
+    def best_row(self, key, min_beam=0, any_size=False):
         """The stored best entry for WorkloadKey ``key`` as a dict (``schedule``, ``names``,
         ``time_s``, ``beam``, ...), or None; entries tuned with a beam narrower than
-        ``min_beam`` are not returned."""
+        ``min_beam`` are not returned. ``any_size``: the newest entry of the same algorithm,
+        dtypes, target, machine and threads at any sizes (a pipeline of symbolic sizes runs
+        any schedule tuned for it)."""
         def query(conn):
             if not self._writable:
                 self._check_schema(conn)
-            cur = conn.execute("SELECT * FROM best WHERE key = ? AND action_version = ?",
-                               (key.digest, ACTION_VERSION))
+            if any_size:
+                cur = conn.execute(
+                    "SELECT * FROM best WHERE algo_hash = ? AND dtypes = ? AND target = ? AND "
+                    "machine = ? AND threads = ? AND action_version = ? AND beam >= ? "
+                    "ORDER BY created DESC LIMIT 1",
+                    (key.algo_hash, key.dtypes, key.target, key.machine, key.threads,
+                     ACTION_VERSION, min_beam))
+            else:
+                cur = conn.execute("SELECT * FROM best WHERE key = ? AND action_version = ?",
+                                   (key.digest, ACTION_VERSION))
             return cur.fetchone(), [c[0] for c in cur.description]
         try:
             conn = self._connect(create=False)

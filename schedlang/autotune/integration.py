@@ -95,6 +95,9 @@ def choose_schedule(outputs, target="llvm", default=None, allow_tuning=True, thr
                           stacklevel=4)
         return None, DEFAULT_ORIGIN
     row = db.best_row(key, min_beam=beam)
+    if row is None and sizes:
+        # tuned with sl.autotune(f, sizes={...}) at the sizes the user runs: it fits any
+        row = db.best_row(key, min_beam=beam, any_size=True)
     if row is not None:
         found = database.schedule_from_row(row, key, outputs, db.path)
         if found is not None:

@@ -348,9 +348,11 @@ class Schedule(Placement):
         if not isinstance(directives, list):
             raise ScheduleError("Schedule.from_json: not a schedlang schedule (\"directives\" "
                                 "must be a list of directives)")
-        if data.get("schedlang_schedule") != 1:
+        version = data.get("schedlang_schedule")
+        if type(version) is not int or version != 1:
             raise ScheduleError(f"Schedule.from_json: unsupported schedule format version "
-                                f"{data.get('schedlang_schedule')!r} (this schedlang reads 1)")
+                                f"{version!r} ({type(version).__name__}); this schedlang reads "
+                                "\"schedlang_schedule\": 1 (the int)")
         for n, d in enumerate(directives):
             _directive_from_json(n, d)
         s = cls(*outputs)

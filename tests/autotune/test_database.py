@@ -377,3 +377,22 @@ def test_a_database_that_can_only_be_read_is_read(monkeypatch):
         return conn if kw.get("uri") else NoWrite(conn)
     monkeypatch.setattr(sqlite3, "connect", connect)
     assert str(sl.compile(matmul(32)).schedule) == str(s)
+
+
+def test_a_schedule_tuned_at_given_sizes_is_used_by_compile_of_the_symbolic_pipeline():
+    # the estimated-sizes note says to tune with sizes={...}; compile looked only at its
+    # estimated sizes and never found that schedule
+    def build():
+        A = sl.Input("A", sl.float32, ("N",))
+        i = sl.Var("i")
+        C = sl.Func("C", shape=(A.shape[0],))
+        C[i] = A[i] * 2
+        return C
+    C = build()
+    s = sl.Schedule(C)
+    s[C].vectorize("i", 8)
+    key = workload_key([C], sizes={"N": 96})
+    assert TuningDatabase().store_best(key, s, 1e-4, 2)
+    kern = sl.compile(build())
+    assert str(kern.schedule) == str(s)
+    np.testing.assert_array_equal(kern(A=np.ones(10, np.float32)), 2.0)

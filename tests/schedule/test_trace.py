@@ -777,3 +777,13 @@ def test_a_tampered_assume_in_json_says_which_directive(args, says):
     data["directives"][0]["args"] = args
     with pytest.raises(sl.ScheduleError, match=rf"from_json: directive 0.*{says}"):
         sl.Schedule.from_json(json.dumps(data), C)
+
+
+@pytest.mark.parametrize("version", ["1", True, 1.0, 2, None])
+def test_from_json_takes_only_the_int_format_version_1(version):
+    env, C = build_gemm()
+    data = json.loads(sl.Schedule(C).to_json())
+    data["schedlang_schedule"] = version
+    with pytest.raises(sl.ScheduleError, match=r"unsupported schedule format version .*"
+                                               r"reads \"schedlang_schedule\": 1 \(the int\)"):
+        sl.Schedule.from_json(json.dumps(data), C)
