@@ -124,6 +124,19 @@ class Placement:
             return name
         return f"{self.stages[id(g)][index].name}.{name}"
 
+    def _check_double_buffer_loop(self, f, level, directive, where):
+        """A double-buffered Func must be computed at a serial loop (two copies alternate by
+        the iteration's parity); refused at the directive, not at lowering."""
+        if level[0] != "at" or not self.fsched[id(f)].double_buffer:
+            return
+        _, g, index, loop = level
+        kind = next((d.kind for d in self.stages[id(g)][index].dims if d.name == loop), "serial")
+        if kind not in ("serial", "unrolled"):
+            raise ScheduleError(f"{directive} on {where}: {f.name} would be double-buffered and "
+                                f"computed at {self._level_text(level)}, a {kind} loop; double "
+                                f"buffering needs a serial loop (compute {f.name} at a serial "
+                                "loop, or keep that loop serial)")
+
     def _level_text(self, level):
         """A compute / store level as the user spells it: root, g.x or g.update(0).r."""
         if level[0] != "at":

@@ -709,6 +709,7 @@ class StageSchedule:
         directive = f"compute_at({level[1].name}, {spelled})"
         self.schedule._check_one_stage_reads(self.func, level, directive, self.name)
         self.schedule._check_placement(self.func, fs.store, level, directive, self.name)
+        self.schedule._check_double_buffer_loop(self.func, level, directive, self.name)
         fs.compute = level
         self._record("compute_at", [level[1].name, spelled])
         return self
@@ -750,6 +751,12 @@ class StageSchedule:
                                 "cache_write) or an intermediate computed inside a serial loop "
                                 "of its consumer (compute_at)")
         fs.double_buffer = True
+        try:
+            self.schedule._check_double_buffer_loop(self.func, fs.compute, "double_buffer",
+                                                    self.func.name)
+        except ScheduleError:
+            fs.double_buffer = False
+            raise
         self._record("double_buffer", [])
         return self
 

@@ -192,9 +192,8 @@ def test_double_buffer_needs_a_serial_compute_loop():
     s = sl.Schedule(C)
     s[C].parallel(i)
     Bc = s[B].cache_read(C)
-    s[Bc].compute_at(C, i).double_buffer()
     with pytest.raises(sl.ScheduleError, match="serial loop"):
-        sl.compile(C, s)
+        s[Bc].compute_at(C, i).double_buffer()      # refused at the directive
 
 
 def test_double_buffer_on_an_output_is_refused_at_the_directive():
@@ -350,3 +349,27 @@ def test_a_producer_placed_in_a_double_buffered_funcs_loop_is_told_why_it_cannot
                        r"in two places .* or leave bx single-buffered\. Legal locations for "
                        r"A_bx are: root"):
         sl.lower(by, s)
+
+
+@pytest.mark.parametrize("order", ["parallel, compute_at, double_buffer",
+                                   "parallel, double_buffer, compute_at"])
+def test_double_buffering_at_a_parallel_loop_is_refused_at_the_directive(order):
+    # it was accepted and refused only when the pipeline was lowered
+    A = sl.Input("A", sl.float32, (64, 64))
+    y, x = sl.vars("y x")
+    g = sl.Func("g")
+    g[y, x] = A[y, x] * 2
+    out = sl.Func("out", shape=(64, 64))
+    out[y, x] = g[y, x] + 1
+    s = sl.Schedule(out)
+    s[out].parallel(y)
+    steps = {"compute_at": lambda: s[g].compute_at(out, y),
+             "double_buffer": lambda: s[g].double_buffer()}
+    first, last = order.split(", ")[1:]
+    steps[first]()
+    with pytest.raises(sl.ScheduleError, match=r"g would be double-buffered and computed at "
+                                               r"out\.y, a parallel loop"):
+        steps[last]()
+    assert len(s.trace) == 2
+    if first == "compute_at":       # the refused double_buffer left no mark
+        np.testing.assert_array_equal(sl.compile(out, s)(A=np.ones((64, 64), np.float32)), 3.0)
