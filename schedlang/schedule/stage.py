@@ -767,7 +767,10 @@ class StageSchedule:
 
     def cache_write(self, memory="local", name=None):
         """Compute this Func into a staged Func in ``memory`` and copy the result out.
-        Returns the staged Func."""
+        Returns the staged Func. The staged Func computes what this one did, so it takes
+        this Func's loops as scheduled so far (splits, order, marks, and the producers
+        placed in them); this Func's stage becomes the copy-out, with fresh loops.
+        Example: ``acc = s[C].cache_write("local"); s[acc].compute_at(C, jo)``."""
         return self.schedule._cache_write(self, memory, name)
 
     def rfactor(self, rv, name=None):
