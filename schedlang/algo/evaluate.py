@@ -87,8 +87,11 @@ def int_pow(a, b, bits):
     return 0
 
 
-def evaluate(e, env):
-    """The Python value of ``e`` with Vars taken from ``env`` (name -> number)."""
+def evaluate(e, env, exact=False):
+    """The Python value of ``e`` with Vars taken from ``env`` (name -> number). ``exact``:
+    integer operations and integer casts do not wrap (the compiler proves accesses safe
+    over the integers, assuming no overflow, so the facts it relied on are checked so at
+    call time: ``p + 4 <= N`` with p = 2**31 - 1 is false, not wrapped to true)."""
     if isinstance(e, E.Const):
         return e.value
     if isinstance(e, E.Var):
@@ -96,23 +99,29 @@ def evaluate(e, env):
             raise Unbound(e.name)
         return env[e.name]
     if isinstance(e, E.Cast):
-        return E._convert_value(evaluate(e.value, env), e.dtype.element())
+        v = evaluate(e.value, env, exact)
+        if exact and e.dtype.is_int and e.value.dtype.is_int:
+            return v
+        return E._convert_value(v, e.dtype.element())
     if isinstance(e, E.BinOp):
-        a, b = evaluate(e.a, env), evaluate(e.b, env)
+        a, b = evaluate(e.a, env, exact), evaluate(e.b, env, exact)
         r = fold(e.op, a, b, e.a.dtype)
         if r is None:
             raise Unbound(str(e))
-        if e.dtype.is_int:
+        if e.dtype.is_int and not (exact and e.op != "shl"):
             r = E._convert_value(r, e.dtype)
         return r
     if isinstance(e, E.UnOp):
-        a = evaluate(e.a, env)
-        return -a if e.op == "neg" else (not a if e.dtype.is_bool else ~a)
+        a = evaluate(e.a, env, exact)
+        if e.op == "neg":
+            return -a if exact or not e.dtype.is_int else E._convert_value(-a, e.dtype)
+        return not a if e.dtype.is_bool else ~a
     if isinstance(e, E.Select):
-        return evaluate(e.t, env) if evaluate(e.cond, env) else evaluate(e.f, env)
+        return evaluate(e.t, env, exact) if evaluate(e.cond, env, exact) else \
+            evaluate(e.f, env, exact)
     if isinstance(e, E.Call) and e.name == "pow" and e.dtype.is_int:
-        a, b = (evaluate(x, env) for x in e.args)
+        a, b = (evaluate(x, env, exact) for x in e.args)
         return E._convert_value(int_pow(a, b, e.dtype.bits), e.dtype)
     if isinstance(e, E.Call) and e.name in _MATH:
-        return _MATH[e.name](*[evaluate(a, env) for a in e.args])
+        return _MATH[e.name](*[evaluate(a, env, exact) for a in e.args])
     raise Unbound(str(e))

@@ -280,7 +280,7 @@ class Kernel:
             return
         for f in self.facts:
             try:
-                ok = evaluate(f, sizes)
+                ok = evaluate(f, sizes, exact=True)
             except Unbound:
                 continue
             if not ok:
@@ -291,7 +291,7 @@ class Kernel:
                                     "that satisfy it, or compile without that assume")
         for cond, why in self.call_checks:
             try:
-                ok = evaluate(cond, sizes)
+                ok = evaluate(cond, sizes, exact=True)
             except Unbound:
                 continue
             if not ok:
@@ -341,7 +341,7 @@ class Kernel:
                 where[ext.name] = f"{buf.name} (dimension {d})"
         for d, (ext, n) in enumerate(zip(buf.shape, a.shape)):
             try:
-                want_n = evaluate(ext, sizes)
+                want_n = evaluate(ext, sizes, exact=True)
             except Unbound:
                 continue
             if want_n != n:
@@ -358,7 +358,7 @@ class Kernel:
         dims = []
         for ext in buf.shape:
             try:
-                dims.append(str(evaluate(ext, sizes)))
+                dims.append(str(evaluate(ext, sizes, exact=True)))
             except Unbound:
                 dims.append(str(ext))
         return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
@@ -436,7 +436,7 @@ class Kernel:
             shape = []
             for d, ext in enumerate(o.shape):
                 try:
-                    n_ = int(evaluate(ext, sizes))
+                    n_ = int(evaluate(ext, sizes, exact=True))
                 except Unbound as u:
                     raise ArgumentError(f"the size {u} of output {o.name} cannot be inferred from the "
                                         "inputs; pass out= with the output array") from None
@@ -772,6 +772,6 @@ def _value_text(e, sizes):
     """``e`` and its value for these sizes, for a message: ``M - 2 = 15``."""
     from ..algo.printer import expr_to_str
     try:
-        return f"{expr_to_str(e)} = {evaluate(e, sizes)}"
+        return f"{expr_to_str(e)} = {evaluate(e, sizes, exact=True)}"
     except Unbound:
         return expr_to_str(e)

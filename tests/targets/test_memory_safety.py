@@ -89,3 +89,32 @@ def test_an_index_taken_modulo_the_size_of_an_empty_input_is_refused(index):
     np.testing.assert_array_equal(kern(A=a, B=b), a[[index(k, 4) for k in range(3)]] + 1)
     with pytest.raises(sl.ArgumentError, match="in bounds only when N >= 1.*modulo a size"):
         kern(A=np.zeros(0, np.float32), B=b)
+
+
+@pytest.mark.parametrize("scale, bad", [(1, 2 ** 31 - 1), (2, 2 ** 30), (2, 1500000000)])
+def test_an_assume_is_checked_without_wrapping(scale, bad):
+    # p + 4 wrapped to a negative int32 at the call, so the fact held and the kernel read
+    # 2**31 elements past the array (the compiler proved the read safe over the integers)
+    A = sl.Input("A", sl.float32, ("N",))
+    p = sl.Param("p", sl.int32)
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(4,))
+    f[i] = A[p * scale + i]
+    s = sl.Schedule(f)
+    s.assume(p >= 0)
+    s.assume(p * scale + 4 <= A.shape[0])
+    kern = sl.compile(f, s)
+    a = np.arange(10, dtype=np.float32)
+    np.testing.assert_array_equal(kern(A=a, p=2), a[2 * scale:2 * scale + 4])
+    with pytest.raises(sl.ArgumentError, match="violate assume"):
+        kern(A=a, p=bad)
+
+
+def test_an_output_size_past_int64_is_reported_as_too_large_not_negative():
+    A = sl.Input("A", sl.float32, ("N",))
+    x, y = sl.vars("x y")
+    C = sl.Func("C", shape=(A.shape[0] * 2 ** 40, 2 ** 30))
+    C[x, y] = A[0] + 0.0
+    kern = sl.compile(C)
+    with pytest.raises(sl.ArgumentError, match=r"N \* 1099511627776 = 9223373136366403584 >"):
+        kern(A=np.zeros(2 ** 23 + 1, np.float32))
