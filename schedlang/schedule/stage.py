@@ -167,6 +167,15 @@ class StageSchedule:
                                 f"used; pass {keyword} with a new name")
         return name
 
+    def _from_fuse(self, name):
+        """Whether loop ``name`` is a fused loop or a piece split from one."""
+        for sp in reversed(self.splits):
+            if sp.kind == "fuse" and sp.old == name:
+                return True
+            if sp.kind == "split" and name in (sp.outer, sp.inner):
+                return self._from_fuse(sp.old)
+        return False
+
     def _is_output(self):
         return any(self.func is o for o in self.schedule.outputs)
 
@@ -238,6 +247,11 @@ class StageSchedule:
                 raise ScheduleError(f"{directive} on {self.name}: tail='shift' recomputes "
                                     f"points, which {self.func.name}'s inline reduction would "
                                     "count twice; use tail='guard'")
+            if tail == "pad" and self.definition.reductions and self._from_fuse(d.name):
+                raise ScheduleError(f"{directive} on {self.name}: {d.name} comes from a fuse, "
+                                    "whose padded iterations land back on real points (its "
+                                    f"rows and columns are clamped), which {self.func.name}'s "
+                                    "inline reduction would count twice; use tail='guard'")
             if tail == "pad" and self._is_output():
                 raise ScheduleError(f"{directive} on {self.name}: tail='pad' rounds the computed "
                                     f"region up, but {self.func.name} is an output whose storage is "

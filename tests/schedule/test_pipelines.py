@@ -1035,3 +1035,28 @@ def test_fused_reduction_loops_over_an_empty_input_compute_nothing(shape, split)
     k = sl.compile(out, s)
     a = np.arange(shape[0] * shape[1], dtype=np.float32).reshape(shape)
     np.testing.assert_allclose(k(A=a), [2 * a.sum()], rtol=1e-6)
+
+
+def test_pad_on_a_fused_loop_of_an_inline_reduction_is_refused_and_guard_is_right():
+    # the padded iterations of a fused loop land back on real points (its row and column
+    # are clamped), and the reduction added into them twice: [[6, 3, 3]] for [[3, 3, 3]]
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    y, x = sl.vars("y x")
+    r = sl.RDom(3, name="r")
+    h = sl.Func("h")
+    h[y, x] = sl.sum(A[y, x] + sl.cast(sl.float32, r))
+    out = sl.Func("out", shape=(A.shape[0], A.shape[1]))
+    out[y, x] = h[y, x]
+    for tail in ("pad", "guard", "auto"):
+        s = sl.Schedule(out)
+        s[h].compute_root()
+        f = s[h].fuse(y, x)
+        if tail == "pad":
+            with pytest.raises(sl.ScheduleError, match=r"split\(y\.x\.f, 4\) on h: y\.x\.f comes "
+                                                       r"from a fuse.*count twice"):
+                s[h].split(f, 4, tail="pad")
+            continue
+        fo, fi = s[h].split(f, 4, tail=tail)
+        s[h].reorder(r, fo, fi)
+        a = np.arange(15, dtype=np.float32).reshape(3, 5)
+        np.testing.assert_array_equal(sl.compile(out, s)(A=a), 3 * a + 3)
