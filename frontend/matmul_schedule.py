@@ -50,6 +50,11 @@ def gemm_schedule(s, f, is_output):
     acc = s[f].cache_write("local")
     if not is_output:
         s[f].compute_root()
+        # the whole product, as torch computes it: a consumer that reads a slice would
+        # leave the region (and so the register tile's extents) unknown until run time.
+        # After cache_write, which would give the bound to the per-tile accumulator
+        for name, extent in zip(batch + [i, j], dims):
+            s[f].bound(name, 0, extent)
     jo, jr = s[f].split(j, nc, names=(f"{j}.panel", f"{j}.r"))
     jt, jv = s[f].split(jr, tj, names=(f"{j}.tile", f"{j}.v"))
     io, ii = s[f].split(i, 6, names=(f"{i}.o", f"{i}.i"))

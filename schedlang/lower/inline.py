@@ -12,14 +12,26 @@ from ..algo.func import Definition
 
 
 def _expand(ctx, e, inline, memo):
+    """``e`` with reads of inline Funcs replaced by their definitions. ``memo`` keeps each
+    Func's expanded body and each expansion at given indices, so that two reads of
+    ``g[i]`` (``h[i] = g[i] * g[i]``) share one expression: expanded apart, a chain of N
+    such Funcs grew to 2**N nodes."""
     def fn(n):
         if isinstance(n, E.FuncRef) and id(n.func) in inline:
             g = n.func
+            key = (id(g),) + tuple(E.structural_key(a) for a in n.args)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
             d = ctx.schedule.definitions(g)[0]
-            body = _expand(ctx, d.value, inline, memo)
-            body = E.map_expr(body, lambda r: E.FuncRef(r.func, r.args, r.via or g)
-                              if isinstance(r, E.FuncRef) and r.via is None else None)
-            return E.substitute(body, {a.name: v for a, v in zip(d.args, n.args)})
+            body = memo.get(id(g))
+            if body is None:
+                body = _expand(ctx, d.value, inline, memo)
+                body = memo[id(g)] = E.map_expr(body, lambda r: E.FuncRef(
+                    r.func, r.args, r.via or g) if isinstance(r, E.FuncRef) and r.via is None
+                    else None)
+            out = memo[key] = E.substitute(body, {a.name: v for a, v in zip(d.args, n.args)})
+            return out
         return None
     return E.map_expr(e, fn)
 

@@ -87,8 +87,9 @@ class StageLoops:
         if sp.tail == "auto":
             if divisible:
                 return "exact"
-            pure_ok = self.index == 0 and sp.old not in self.rvar_names and not has_red \
-                and not self.st.bounds
+            # shifted tiles recompute points of a pure stage inside its region (computed or
+            # bound), giving the same values again
+            pure_ok = self.index == 0 and sp.old not in self.rvar_names and not has_red
             if pure_ok and prove(E.binary("ge", e, f), facts):
                 return "shift"
             return "guard"

@@ -60,12 +60,24 @@ class Vectorizer:
     def __init__(self, var, base, lanes, scope=None):
         self.lanes = lanes
         self.vmap = {var: ir.Ramp(base, E.Const(1, base.dtype), lanes)}
+        self.epoch = 0      # bumped when vmap or scope changes: memoized results expire
         # modulus/remainder facts of the scalar lets around and inside the loop
         self.scope = dict(scope or {})
 
     def expr(self, e):
         if isinstance(e, E.Var):
             return self.vmap.get(e.name, e)
+        # a shared sub-expression (x * y reused by each Newton step) is vectorized once:
+        # as a tree, each step doubled the work. Keyed by identity, kept with its node
+        memo = self.__dict__.setdefault("_memo", {})
+        hit = memo.get(id(e))
+        if hit is not None and hit[0] is e and hit[1] == self.epoch:
+            return hit[2]
+        out = self._expr(e)
+        memo[id(e)] = (e, self.epoch, out)
+        return out
+
+    def _expr(self, e):
         kids = e.kids()
         if not kids:
             return e
@@ -173,9 +185,11 @@ class Vectorizer:
                 if base.dtype.is_int:
                     self.scope[s.var] = modulus_remainder(base, self.scope)
                 bvar = E.Var(s.var, base.dtype)
+                self.epoch += 1
                 self.vmap[s.var] = ir.Ramp(bvar, v.stride, v.lanes) if isinstance(v, ir.Ramp) \
                     else ir.Broadcast(bvar, v.lanes)
                 return ir.LetStmt(s.var, base, self.stmt(s.body))
+            self.epoch += 1
             if _lanes(v) != 1:
                 self.vmap[s.var] = E.Var(s.var, v.dtype)
             elif v.dtype.is_int:

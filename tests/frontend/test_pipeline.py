@@ -562,3 +562,18 @@ def test_autotune_takes_several_tensors(tmp_path, monkeypatch):
     got_a, got_b = sl.compile([a, b], s)(x=xa)
     np.testing.assert_array_equal(got_a, xa * 2)
     np.testing.assert_array_equal(got_b, xa + 1)
+
+
+@pytest.mark.parametrize("index", [np.s_[3:5, 7:9], np.s_[3], np.s_[3:5], np.s_[:, 60:]])
+def test_a_slice_of_a_matmul_compiles_with_the_default_schedule(index):
+    # the product's region was what the slice needs, unknown to its register tile until
+    # run time, and the frontend's own schedule was refused (unroll of a symbolic extent)
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((64, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 64)).astype(np.float32)
+    y = (Tensor.input("a", (64, 64)) @ Tensor.input("b", (64, 64)))[index]
+    kern = sl.compile(y)
+    np.testing.assert_allclose(kern(a=a, b=b), (a @ b)[index], rtol=1e-4, atol=1e-4)
+    z = (Tensor.input("a", (64, 64)) @ Tensor.input("b", (64, 64)).T)[index] + 1
+    np.testing.assert_allclose(sl.compile(z)(a=a, b=b), (a @ b.T)[index] + 1, rtol=1e-4,
+                               atol=1e-4)
