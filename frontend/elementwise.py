@@ -164,6 +164,28 @@ def _bools_as_int64_beside_an_int(operands):
             else np.int64(x) if isinstance(x, np.bool_) else x for x in operands]
 
 
+# math worth computing once: an operand made of these, broadcast to many more elements
+# than it has, is stored first (a + row.exp().log().tanh() recomputed the row's math for
+# every row: 17x slower than numpy)
+_COSTLY_CALLS = frozenset(["exp", "log", "tanh", "erf", "sin", "cos", "pow"])
+_REUSE_TO_STORE = 4
+
+
+def _stored_if_reused(x, shape):
+    """``x``, or ``x`` stored in its own Func when broadcasting reads each of its elements
+    ``_REUSE_TO_STORE`` times or more and it computes costly math."""
+    out = int(np.prod(shape, dtype=np.int64))
+    if x.func is not None or x.size == 0 or out < _REUSE_TO_STORE * x.size:
+        return x
+    costly = []
+    E.walk_expr(x.element([sl.Var(f"i{d}") for d in range(x.ndim)]),
+                lambda n: costly.append(n) if isinstance(n, E.Call)
+                and n.name in _COSTLY_CALLS else None)
+    if not costly:
+        return x
+    return Tensor.materialize("broadcast_operand", (), [x], x.shape, x.element, root=True)
+
+
 def elementwise(op, fn, *operands, extra=(), promote=True):
     """Apply ``fn(*element_exprs)`` to Tensors / scalars with broadcasting.
 
@@ -180,6 +202,8 @@ def elementwise(op, fn, *operands, extra=(), promote=True):
         raise sl.AlgorithmError(f"{op}: at least one operand must be a Tensor")
     shape = broadcast_shapes(*(t.shape for t in tensors), op=op,
                              texts=[shape_text(t) for t in tensors])
+    operands = [_stored_if_reused(x, shape) if isinstance(x, Tensor) else x for x in operands]
+    tensors = [x for x in operands if isinstance(x, Tensor)]
     layout = tuple("T" if isinstance(x, Tensor) else scalar_key(x) for x in operands)
 
     def index_fn(idx):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import schedlang as sl
 from schedlang.algo import expr as E
 
+from .tensor import transposing_reads
+
 
 def _read_at(f, names):
     """The Func / Input that ``f``'s value reads at exactly the Vars ``names``, if any."""
@@ -304,6 +306,11 @@ def softmax_schedule(s, f, is_output):
     if e_pure or len(e_reds) != 1:
         return False
     mx = e_reds[0]
+    rv = mx.definitions[0].rvars[0].name
+    if transposing_reads(mx.definitions[0].value, rv):
+        # rows read down a column (x.T.softmax(-1)): the generic schedule tiles such reads;
+        # this one would gather a column per row (10x slower than torch)
+        return False
     cols = int(f.shape[-1].value)
     row, col = d.args[-2].name, d.args[-1].name
     vw = 16 if cols >= 16 else 1
