@@ -84,6 +84,20 @@ def gemm_schedule(s, f, is_output):
     return [f]
 
 
+def matmul_schedule(s, f, is_output):
+    """A matmul's schedule: the register-tiled one (``gemm_schedule``) where it applies,
+    else (fewer than 6 rows or 16 columns, or not float32) the reduction schedule, rows in
+    parallel: a matrix times a vector reduces each row with vector partial sums; a few
+    rows times a matrix keep 128 columns of results in registers while the rows of the
+    right operand stream by (v @ m, x[4, :] @ m: 7-13x slower than torch before, with no
+    parallel loop and the right operand read down its columns)."""
+    done = gemm_schedule(s, f, is_output)
+    if done:
+        return done
+    from .reduction_schedule import reduction_schedule
+    return reduction_schedule(s, f, is_output, columns=True)
+
+
 def conv_tiles(out_width, out_channels, in_channels, taps=9):
     """(channels per register tile, columns per tile, input channels per pass) for the
     channel-vectorized conv: 16 AVX-512 accumulators, a column count that divides the

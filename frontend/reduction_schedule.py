@@ -93,9 +93,11 @@ def _parallel_chunks(s, f, d, rv, ext):
     return [f, pieces, *_vector_partials(s, pieces, inner, ext, piece)]
 
 
-def reduction_schedule(s, f, is_output):
+def reduction_schedule(s, f, is_output, columns=False):
     """Schedule the reduction Func ``f`` (one inline reduction over constant extents) in
-    ``s``. Returns the Funcs it scheduled, or False when ``f`` is not that form."""
+    ``s``. ``columns``: keep results of the contiguous kept dimension in registers even
+    when some read is contiguous along the reduction (``v @ m``: v is, m is not, and m is
+    the big one). Returns the Funcs it scheduled, or False when ``f`` is not that form."""
     d = f.definitions[0]
     if f.shape is None or not d.rvars or len(d.reductions) != 1:
         return False
@@ -103,7 +105,7 @@ def reduction_schedule(s, f, is_output):
     extents = [_extent(f, p) for p in pure]
     if any(e is None for e in extents):
         return False
-    contiguous = _last_index_rvars(f)
+    contiguous = set() if columns and pure and extents[-1] >= VECTOR else _last_index_rvars(f)
     outer = next((p for p, e in zip(pure, extents) if e > 1), None)
     if contiguous:
         rv = next(v for v in reversed(d.rvars) if v.name in contiguous)

@@ -485,7 +485,7 @@ def default_schedule(t: Tensor, out):
 
 # op of a stored Func -> "module:function" of its fast schedule in frontend/, each called
 # as ``fn(schedule, func, is_output)`` and returning the Funcs it scheduled (or False)
-FAST_SCHEDULES = {"matmul": "matmul_schedule:gemm_schedule",
+FAST_SCHEDULES = {"matmul": "matmul_schedule:matmul_schedule",
                   "conv2d": "matmul_schedule:conv_schedule",
                   "conv2d_nhwc": "matmul_schedule:conv_nhwc_schedule",
                   "conv2d_pointwise": "matmul_schedule:pointwise_conv_schedule",

@@ -602,3 +602,20 @@ def test_softmax_of_a_transposed_input_takes_the_tiled_generic_schedule():
     e = np.exp(a.T - a.T.max(-1, keepdims=True))
     np.testing.assert_allclose(kern(a=a), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
     assert ".compute_at(softmax" not in str(kern.schedule)     # not the row schedule
+
+
+@pytest.mark.parametrize("sa, sb, dtype", [((64,), (64, 96), np.float32),
+                                           ((96, 64), (64,), np.float32),
+                                           ((4, 64), (64, 96), np.float32),
+                                           ((40, 48), (48, 64), np.float64)])
+def test_a_matmul_the_register_tiles_do_not_fit_runs_rows_in_parallel(sa, sb, dtype):
+    # fewer than 6 rows, one column, or float64: the generic loop schedule had no parallel
+    # loop and read the right operand down its columns (7-13x slower than torch)
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal(sa).astype(dtype), rng.standard_normal(sb).astype(dtype)
+    dt = sl.float64 if dtype == np.float64 else sl.float32
+    kern = sl.compile(Tensor.input("a", sa, dt) @ Tensor.input("b", sb, dt))
+    assert "parallel for" in kern.loop_ir
+    strides = {int(m) for m in re.findall(r"ramp\([^()]*, (\d+), \d+\)", kern.loop_ir)}
+    assert strides and strides <= {0, 1}, strides         # no reads down a column
+    np.testing.assert_allclose(kern(a=a, b=b), a @ b, rtol=1e-5, atol=1e-5)
