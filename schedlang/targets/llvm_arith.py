@@ -435,7 +435,7 @@ class ArithmeticCodegen:
                   "floor": "floor", "ceil": "ceil", "abs": "fabs", "pow": "pow",
                   "copysign": "copysign", "trunc": "trunc"}
     _LIBM = {"tanh", "erf"}
-    _OWN_F32 = {"exp", "erf", "tanh", "log"}     # float32 functions with our own code
+    _OWN_F32 = {"exp", "erf", "tanh", "log", "sin", "cos"}   # float32 with our own code
 
     def expr_Call(self, e):
         dt = e.dtype
@@ -495,6 +495,8 @@ class ArithmeticCodegen:
             return self._vector_tanhf(args[0])
         if name == "log" and f32_vector:
             return self._vector_logf(args[0])
+        if name in ("sin", "cos") and f32_vector:
+            return self._vector_sincosf(args[0], name == "cos")
         if name == "rsqrt":
             s = self._math1("sqrt", args[0])
             return self.b.fdiv(self._const_like(s.type, 1.0), s)
@@ -619,6 +621,58 @@ class ArithmeticCodegen:
         r = b.select(b.fcmp_ordered("==", x, c(float("inf"))), x, r)
         r = b.select(b.fcmp_ordered("==", x, c(0.0)), c(float("-inf")), r)
         return b.select(b.fcmp_unordered("<", x, c(0.0)), c(float("nan")), r)
+
+    def _vector_sincosf(self, x, want_cos):
+        """sin / cos of a float32 vector without a libm call per lane (Cephes' sinf / cosf):
+        |x| reduced by the multiple j of pi/4 nearest (even), in three parts of pi/4, then
+        the sine or cosine polynomial by the octant. Exact reduction needs |x| <= 8192; a
+        vector with a larger finite lane takes libm for every lane (rare); inf / NaN give
+        NaN."""
+        b, ty = self.b, x.type
+        ity = ir.VectorType(I32, ty.count)
+        c = (lambda v: self._const_like(ty, v))
+        ic = (lambda v: ir.Constant(ity, [v] * ty.count))
+        fmuladd = self._intrinsic(f"llvm.fmuladd.{_mangle(ty)}", ty, [ty] * 3)
+        ax = self._math1("abs", x)
+        small = b.fcmp_ordered("<=", ax, c(8192.0))
+        axs = b.select(small, ax, c(0.0))
+        j = b.fptosi(b.fmul(axs, c(1.2732395447351628)), ity)       # 4 / pi
+        j = b.and_(b.add(j, ic(1)), ic(-2))
+        # the remainder in float64 (pi/4 in two parts): near a zero of the result it is
+        # tiny, and float32 parts of pi/4 left errors of 100+ ulps there
+        dty = ir.VectorType(F64, ty.count)
+        dc = (lambda v: self._const_like(dty, v))
+        dfma = self._intrinsic(f"llvm.fmuladd.{_mangle(dty)}", dty, [dty] * 3)
+        y = b.sitofp(j, dty)
+        r = b.call(dfma, [y, dc(-0.7853981633974483), b.fpext(axs, dty)])
+        r = b.fptrunc(b.call(dfma, [y, dc(-3.061616997868383e-17), r]), ty)
+        z = b.fmul(r, r)
+        sin_p = b.call(fmuladd, [b.fmul(self._horner(z, [-1.9515295891e-4, 8.3321608736e-3,
+                                                          -1.6666654611e-1]), z), r, r])
+        cos_p = b.fadd(b.call(fmuladd, [b.fmul(self._horner(z, [
+            2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2]), z), z,
+            b.fmul(z, c(-0.5))]), c(1.0))
+        if want_cos:
+            j = b.add(j, ic(2))         # cos(x) = sin(|x| + pi/2)
+        octant_cos = b.icmp_signed("!=", b.and_(j, ic(2)), ic(0))
+        p = b.select(octant_cos, cos_p, sin_p)
+        negative = b.icmp_signed("!=", b.and_(j, ic(4)), ic(0))
+        if not want_cos:                # sin is odd (by the sign bit: sin(-0.0) is -0.0)
+            negative = b.xor(negative, b.icmp_signed("<", b.bitcast(x, ity), ic(0)))
+        p = b.select(negative, b.fneg(p), p)
+        p = b.select(small, p, c(float("nan")))
+        finite_big = b.and_(b.xor(small, self._const_like(small.type, 1)),
+                            b.fcmp_ordered("<", ax, c(float("inf"))))
+        reduce_or = self._intrinsic(f"llvm.vector.reduce.or.{_mangle(finite_big.type)}",
+                                    ir.IntType(1), [finite_big.type])
+        before = b.block
+        with b.if_then(b.call(reduce_or, [finite_big]), likely=False):
+            slow = b.select(finite_big, self._libm_per_lane("cos" if want_cos else "sin", x), p)
+            slow_block = b.block
+        merged = b.phi(ty)
+        merged.add_incoming(p, before)
+        merged.add_incoming(slow, slow_block)
+        return merged
 
     def _x86_scalef(self, ty):
         """The AVX-512 ``vscalefps`` intrinsic for 16 float32 lanes when the target has the

@@ -810,7 +810,7 @@ def test_nested_full_unrolls_are_limited_by_the_copies_they_make_together():
     s[f].unroll(y).unroll(x)
     with pytest.raises(sl.ScheduleError, match=re.escape(
             "unroll(x) on f: unrolling 512 iterations inside unrolled loops that already make "
-            "512 copies is too many copies of the body (262144, at most 4096)")):
+            "512 copies is too many copies of the body (262144, at most 1024)")):
         sl.compile(f, s)
     s = sl.Schedule(f)
     s[f].split(y, 8)
@@ -890,3 +890,21 @@ def test_a_loop_that_cache_write_gave_to_the_copy_is_pointed_to():
     s[staged_a].compute_at(copy, "j.o")
     a = np.arange(64, dtype=np.float32).reshape(8, 8)
     np.testing.assert_allclose(sl.compile(C, s)(A=a, B=a), a @ a, rtol=1e-6)
+
+
+def test_unroll_by_more_than_the_copy_limit_is_refused_at_the_directive():
+    # accepted up to 4096 copies before, which took minutes to compile
+    from schedlang.schedule.stage import MAX_UNROLL
+    A = sl.Input("A", sl.float32, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = A[i] + 1
+    s = sl.Schedule(f)
+    with pytest.raises(sl.ScheduleError, match=rf"unroll\(i, {MAX_UNROLL + 1}\) on f: that many "
+                                               rf"copies of the body \(at most {MAX_UNROLL}\)"):
+        s[f].unroll(i, MAX_UNROLL + 1)
+    with pytest.raises(sl.ScheduleError, match="at most"):
+        s[f].unroll(i, 100000)
+    assert not s.trace
+    s[f].unroll(i, 8)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=np.zeros(20, np.float32)), 1.0)
