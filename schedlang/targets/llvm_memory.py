@@ -185,7 +185,9 @@ class MemoryCodegen:
 
     def _clamped_load(self, ptr, e, clamped, elem, align):
         """A load at a clamped ramp: one vector load when the whole ramp lies inside the
-        clamp bounds (the common, interior case), else lane by lane."""
+        clamp bounds (the common, interior case); one element broadcast when it lies wholly
+        on one side (every lane clamps to the same bound: the branches of a concat not
+        taken here, a wide border); else lane by lane."""
         offset, ramp, lo, hi = clamped
         b = self.b
         # every expression is evaluated before the branch: values cached for later reuse
@@ -193,24 +195,54 @@ class MemoryCodegen:
         index = self._index(e.index)
         first = self._index(ramp.base)
         last = b.add(first, I64(ramp.lanes - 1))
-        checks = ([b.icmp_signed(">=", first, self._index(lo))] if lo is not None else []) + (
-            [b.icmp_signed("<=", last, self._index(hi))] if hi is not None else [])
+        lo_v = self._index(lo) if lo is not None else None
+        hi_v = self._index(hi) if hi is not None else None
+        checks = ([b.icmp_signed(">=", first, lo_v)] if lo is not None else []) + (
+            [b.icmp_signed("<=", last, hi_v)] if hi is not None else [])
         inside = checks[0] if len(checks) == 1 else b.and_(*checks)
         start = first if offset is None else b.add(first, self._index(offset))
-        fast_bb, slow_bb, join_bb = (self._new_block(n) for n in ("dense", "gather", "loaded"))
-        b.cbranch(inside, fast_bb, slow_bb)
+        # all lanes below lo give min(lo, hi); all at or above hi give hi (clamp's order)
+        sides = []
+        if lo is not None:
+            low_value = lo_v if hi is None else b.select(b.icmp_signed("<", lo_v, hi_v),
+                                                         lo_v, hi_v)
+            sides.append((b.icmp_signed("<=", last, lo_v), low_value))
+        if hi is not None:
+            sides.append((b.icmp_signed(">=", first, hi_v), hi_v))
+        one_side = sides[0][0] if len(sides) == 1 else b.or_(sides[0][0], sides[1][0])
+        at = sides[0][1] if len(sides) == 1 else b.select(sides[0][0], sides[0][1], sides[1][1])
+        if offset is not None:
+            at = b.add(at, self._index(offset))
+        blocks = [self._new_block(n) for n in ("dense", "not_dense", "uniform", "gather",
+                                               "loaded")]
+        fast_bb, other_bb, uniform_bb, slow_bb, join_bb = blocks
+        b.cbranch(inside, fast_bb, other_bb)
         b.position_at_end(fast_bb)
-        fast = self._alias(b.load(self._element_ptr(ptr, start, elem),
-                                  typ=ir.VectorType(elem, ramp.lanes), align=align), e.buffer)
+        vty = ir.VectorType(elem, ramp.lanes)
+        fast = self._alias(b.load(self._element_ptr(ptr, start, elem), typ=vty, align=align),
+                           e.buffer)
         fast_end = b.block
+        b.branch(join_bb)
+        b.position_at_end(other_bb)
+        b.cbranch(one_side, uniform_bb, slow_bb)
+        b.position_at_end(uniform_bb)
+        one = self._alias(b.load(self._element_ptr(ptr, at, elem), typ=elem, align=align),
+                          e.buffer)
+        uniform = b.shuffle_vector(b.insert_element(ir.Constant(vty, ir.Undefined), one,
+                                                    I32(0)),
+                                   ir.Constant(vty, ir.Undefined),
+                                   ir.Constant(ir.VectorType(I32, ramp.lanes),
+                                               [0] * ramp.lanes))
+        uniform_end = b.block
         b.branch(join_bb)
         b.position_at_end(slow_bb)
         slow = self._gather(ptr, e.index, elem, align, e.buffer, index=index)
         slow_end = b.block
         b.branch(join_bb)
         b.position_at_end(join_bb)
-        v = b.phi(fast.type)
+        v = b.phi(vty)
         v.add_incoming(fast, fast_end)
+        v.add_incoming(uniform, uniform_end)
         v.add_incoming(slow, slow_end)
         return v
 

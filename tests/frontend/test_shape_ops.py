@@ -245,3 +245,29 @@ def test_a_permute_of_a_permute_is_one_permute():
     for _ in range(1001):
         chain = chain.T
     check(chain, X.T)
+
+
+@pytest.mark.parametrize("widths", [(13, 7, 20), (16, 16), (1, 40, 3, 17)])
+@pytest.mark.parametrize("axis", [1, -1, 0])
+def test_concat_of_pieces_of_odd_widths_matches_numpy(widths, axis):
+    # a vector of the concat's loop that lies wholly before or after a piece loads one
+    # clamped element and broadcasts it (was a lane-by-lane gather per piece: 22x numpy)
+    rng = np.random.default_rng(9)
+    arrays = [rng.standard_normal((5, w) if axis != 0 else (w, 5)).astype(np.float32)
+              for w in widths]
+    ins = [Tensor.input(f"p{k}", a.shape) for k, a in enumerate(arrays)]
+    kern = sl.compile(F.concat(ins, axis))
+    np.testing.assert_array_equal(kern(**{f"p{k}": a for k, a in enumerate(arrays)}),
+                                  np.concatenate(arrays, axis))
+
+
+def test_clamp_edge_with_a_border_wider_than_a_vector():
+    A = sl.Input("A", sl.float32, ("N",))
+    x = sl.Var("x")
+    c = sl.clamp_edge(A)
+    f = sl.Func("f", shape=(A.shape[0] + 80,))
+    f[x] = c[x - 40]
+    s = sl.Schedule(f)
+    s[f].vectorize(x, 16)
+    a = np.arange(23, dtype=np.float32)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=a), np.pad(a, 40, mode="edge"))
