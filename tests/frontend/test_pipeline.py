@@ -619,3 +619,20 @@ def test_a_matmul_the_register_tiles_do_not_fit_runs_rows_in_parallel(sa, sb, dt
     strides = {int(m) for m in re.findall(r"ramp\([^()]*, (\d+), \d+\)", kern.loop_ir)}
     assert strides and strides <= {0, 1}, strides         # no reads down a column
     np.testing.assert_allclose(kern(a=a, b=b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("out_channels", [12, 20, 3])
+def test_a_conv_whose_channels_8_does_not_divide_keeps_register_tiles(out_channels):
+    # its last tile of 8 channels shifts back (or one tile holds them all); it was the
+    # generic schedule, 12x slower than torch
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 16, 20, 20)).astype(np.float32)
+    w = rng.standard_normal((out_channels, 16, 3, 3)).astype(np.float32)
+    kern = sl.compile(F.conv2d(Tensor.input("x", x.shape), Tensor.input("w", w.shape), padding=1))
+    assert "cache_write" in str(kern.schedule)
+    ref = np.zeros((1, out_channels, 20, 20), np.float64)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    for ky in range(3):
+        for kx in range(3):
+            ref += np.einsum("oc,nchw->nohw", w[:, :, ky, kx], xp[:, :, ky:ky + 20, kx:kx + 20])
+    np.testing.assert_allclose(kern(x=x, w=w), ref, rtol=1e-4, atol=1e-4)
