@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..algo import expr as E
 from ..algo import types as T
 from ..errors import ScheduleError
-from ..schedule.stage import MAX_UNROLL
+from ..schedule.stage_loops import MAX_UNROLL
 from . import ir
 from .simplify import const_value, simplify
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..algo import expr as E
 from ..algo.func import Input
 from ..errors import ScheduleError
-from .stage import var_name
+from .stage_loops import var_name
 
 # loop kinds whose iterations run at once: storage outside them shared by all is a race
 RACING_KINDS = ("parallel", "gpu_block", "gpu_thread")

@@ -14,7 +14,8 @@ from ..algo import expr as E
 from ..algo import types as T
 from ..algo.func import Definition, RDom, all_nodes
 from ..errors import ScheduleError
-from .stage import StageSchedule, var_name
+from .stage import StageSchedule
+from .stage_loops import var_name
 
 COMBINE = ("sum", "product", "maximum", "minimum")
 

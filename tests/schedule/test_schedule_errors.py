@@ -894,7 +894,7 @@ def test_a_loop_that_cache_write_gave_to_the_copy_is_pointed_to():
 
 def test_unroll_by_more_than_the_copy_limit_is_refused_at_the_directive():
     # accepted up to 4096 copies before, which took minutes to compile
-    from schedlang.schedule.stage import MAX_UNROLL
+    from schedlang.schedule.stage_loops import MAX_UNROLL
     A = sl.Input("A", sl.float32, ("N",))
     i = sl.Var("i")
     f = sl.Func("f", shape=(A.shape[0],))

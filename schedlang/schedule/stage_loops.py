@@ -1,0 +1,84 @@
+"""The loops of a stage as the schedule records them (``Dim``, ``Split``) and the checks of
+the names and numbers a user passes to a loop primitive.
+Example: ``var_name(i, "split", "C") == "i"``.
+"""
+from __future__ import annotations
+
+import operator
+
+from ..algo import expr as E
+from ..errors import ScheduleError
+
+TAILS = ("auto", "guard", "shift", "pad")
+
+
+class Dim:
+    """One loop of a stage: its name, its kind, and whether it derives from an RDom."""
+
+    __slots__ = ("name", "kind", "is_rvar", "gpu_dim")
+
+    def __init__(self, name, kind="serial", is_rvar=False, gpu_dim=0):
+        self.name, self.kind, self.is_rvar, self.gpu_dim = name, kind, is_rvar, gpu_dim
+
+    def copy(self):
+        return Dim(self.name, self.kind, self.is_rvar, self.gpu_dim)
+
+
+# copies of a loop body that unrolling may make (nested unrolls multiply): compile time
+# grows faster than the copies (4096 copies of one add: 160 s; 1024: about 5 s)
+MAX_UNROLL = 1024
+
+
+class Split:
+    """``old`` = ``outer * factor + inner`` (kind "split") or ``fused`` = ``outer * ext(inner) +
+    inner`` (kind "fuse")."""
+
+    __slots__ = ("kind", "old", "outer", "inner", "factor", "tail")
+
+    def __init__(self, kind, old, outer, inner, factor=None, tail=None):
+        self.kind, self.old, self.outer, self.inner = kind, old, outer, inner
+        self.factor, self.tail = factor, tail
+
+
+def _positive_int(x) -> bool:
+    """A split factor / tile size: an int >= 1 (not a bool)."""
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
+def _int_like(x):
+    """``x`` as a Python int when it is an integer of another kind (``np.int64(4)``, a
+    sizes computed with numpy), else ``x`` unchanged for the directive's own check."""
+    if isinstance(x, int) or not hasattr(type(x), "__index__"):
+        return x
+    return operator.index(x)
+
+
+def _names_ok(names, n) -> bool:
+    """``names=`` of a split / tile: a tuple or list of ``n`` non-empty strings."""
+    return isinstance(names, (list, tuple)) and len(names) == n and all(
+        isinstance(x, str) and x for x in names)
+
+
+def _renamed(error, directive, stage):
+    """``error``, raised by a primitive inside the compound ``directive`` on ``stage``,
+    restated as ``directive``'s own error: the reason stays, the inner directive's name goes."""
+    text = str(error)
+    marker = f" on {stage}: "
+    reason = text.split(marker, 1)[1] if marker in text else text
+    return type(error)(f"{directive} on {stage}: {reason}")
+
+
+def var_name(v, directive, stage) -> str:
+    """The loop name a user passed: a Var, RVar, 1-D RDom or str."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, E.Var):
+        return v.name
+    vars_ = getattr(v, "vars", None)
+    if vars_ is not None:
+        if len(vars_) != 1:
+            raise ScheduleError(f"{directive} on {stage}: the RDom {v.name} has {len(vars_)} "
+                                f"dimensions; name one of them ({v.name}.x, ...)")
+        return vars_[0].name
+    raise ScheduleError(f"{directive} on {stage}: {v!r} is not a loop variable; pass a Var, an "
+                        "RVar or a loop name")
