@@ -1016,23 +1016,24 @@ def test_a_zero_d_tensor_is_a_param_value_like_a_zero_d_array():
         kern(A=a, scale_0d=torch.tensor([2.0]))
 
 
-def test_time_takes_an_input_named_self_like_a_call():
-    A = sl.Input("self", sl.float32, ("N",))
+def plus_one_kernel(input_name="A"):
+    """``C[i] = <input>[i] + 1`` over a 1-D float32 Input of symbolic size, compiled."""
+    A = sl.Input(input_name, sl.float32, ("N",))
     i = sl.Var("i")
     C = sl.Func("C", shape=(A.shape[0],))
     C[i] = A[i] + 1
-    kern = sl.compile(C)
+    return sl.compile(C)
+
+
+def test_time_takes_an_input_named_self_like_a_call():
+    kern = plus_one_kernel("self")
     a = np.ones(8, np.float32)
     np.testing.assert_array_equal(kern(self=a), a + 1)
     assert kern.time(self=a, repeats=2).runs == 2
 
 
 def test_a_misspelled_timing_option_is_pointed_out():
-    A = sl.Input("A", sl.float32, ("N",))
-    i = sl.Var("i")
-    C = sl.Func("C", shape=(A.shape[0],))
-    C[i] = A[i] + 1
-    kern = sl.compile(C)
+    kern = plus_one_kernel()
     with pytest.raises(sl.ArgumentError, match=r"time\(\): unexpected argument repeat \(did you "
                                                r"mean the timing option repeats=\?\)"):
         kern.time(A=np.ones(4, np.float32), repeat=3)
@@ -1070,10 +1071,6 @@ def test_argument_lists_in_messages_are_in_name_order():
 
 
 def test_a_wrong_dtype_says_how_to_convert_numpy_and_torch_arrays():
-    A = sl.Input("A", sl.float32, ("N",))
-    i = sl.Var("i")
-    C = sl.Func("C", shape=(A.shape[0],))
-    C[i] = A[i] + 1
     with pytest.raises(sl.ArgumentError, match=r"\.astype\(np\.float32\) \(a torch tensor: "
                                                r"\.to\(torch\.float32\)\)"):
-        sl.compile(C)(A=np.ones(4, np.float64))
+        plus_one_kernel()(A=np.ones(4, np.float64))
