@@ -28,26 +28,30 @@ def _read_at(f, names):
 
 
 def gemm_schedule(s, f, is_output):
-    """Schedule the matmul Func ``f`` (``f[..., i, j] = sum(a[..., i, k] * b[..., k, j])``,
-    with any number of leading batch dims) in ``s``: 6 x 64 tiles of the result in
+    """Schedule the float32 / float64 matmul Func ``f`` (``f[..., i, j] = sum(a[..., i, k] *
+    b[..., k, j])``, any number of leading batch dims) in ``s``: 6 x 4-register tiles in
     registers, the right operand copied per column panel (transposed when it is read
     transposed, ``x @ w.T``), and the batch, the panels or the row tiles in parallel,
     whichever come first with enough of them. Returns the Funcs it scheduled, or False
     (leaving ``s`` untouched) when ``f`` does not have that form."""
     d = f.definitions[0]
-    if len(d.args) < 2 or len(d.rvars) != 1 or f.dtype != sl.float32 or f.shape is None:
+    if len(d.args) < 2 or len(d.rvars) != 1 or f.dtype not in (sl.float32, sl.float64) \
+            or f.shape is None:
         return False
+    # one AVX-512 register: 16 float32 or 8 float64 lanes; a tile is 6 rows x 4 registers
+    lanes = 16 if f.dtype == sl.float32 else 8
+    size = 4 if f.dtype == sl.float32 else 8
     dims = [int(x.value) for x in f.shape]
     m, n = dims[-2:]
     kk = int(d.rvars[0].rdom.bounds[0][1].value)
-    if m < 6 or n < 16 or kk < 1:
+    if m < 6 or n < lanes or kk < 1:
         return False
     *batch, i, j = (a.name for a in d.args)
     k = d.rvars[0].name
     src = _read_at(f, batch + [k, j])
-    tj = 64 if n >= 64 else 16 * (n // 16)
+    tj = 4 * lanes if n >= 4 * lanes else lanes * (n // lanes)
     nc = tj
-    while nc * 2 <= n and kk * nc * 2 * 4 <= 512 * 1024:
+    while nc * 2 <= n and kk * nc * 2 * size <= 512 * 1024:
         nc *= 2
     acc = s[f].cache_write("local")
     if not is_output:
@@ -60,18 +64,18 @@ def gemm_schedule(s, f, is_output):
     jo, jr = s[f].split(j, nc, names=(f"{j}.panel", f"{j}.r"))
     jt, jv = s[f].split(jr, tj, names=(f"{j}.tile", f"{j}.v"))
     io, ii = s[f].split(i, 6, names=(f"{i}.o", f"{i}.i"))
-    s[f].reorder(*batch, jo, io, jt, ii, jv).vectorize(jv, 16)
+    s[f].reorder(*batch, jo, io, jt, ii, jv).vectorize(jv, lanes)
     # the outermost loop with work for a few threads: a batch dim, the panels, the rows
     loops = [(b, e) for b, e in zip(batch, dims) if e > 1]
     loops += [(jo, -(-n // nc)), (io, -(-m // 6))]
     s[f].parallel(next((v for v, e in loops if e >= 4), loops[0][0]))
     s[acc].compute_at(f, jt)
-    s[acc].reorder(k, i, j).vectorize(j, 16).unroll(i).unroll(f"{j}.o")
+    s[acc].reorder(k, i, j).vectorize(j, lanes).unroll(i).unroll(f"{j}.o")
     if src is not None and src.name.startswith("matmul_rhs"):
         # a right operand of its own Func (frontend.nn.matmul), copied per panel
         *_, pk, pj = (a.name for a in src.definitions[0].args)
         s[src].compute_at(f, jo)
-        po, pi = s[src].split(pj, 16, names=(f"{pj}.o", f"{pj}.i"))
+        po, pi = s[src].split(pj, lanes, names=(f"{pj}.o", f"{pj}.i"))
         if src.name.startswith("matmul_rhs_t"):
             # read transposed: in tiles of 16 columns, so each of the 16 rows it reads
             # stays in cache while its next 16 values are gathered
@@ -80,13 +84,14 @@ def gemm_schedule(s, f, is_output):
         return [f, src]
     if src is not None and getattr(src, "shape", None) is not None:
         packed = s[src].cache_read(acc, memory="global")
-        s[packed].compute_at(f, jo).vectorize(s[packed].loop_names()[-1], 16)
+        s[packed].compute_at(f, jo).vectorize(s[packed].loop_names()[-1], lanes)
     return [f]
 
 
 def matmul_schedule(s, f, is_output):
     """A matmul's schedule: the register-tiled one (``gemm_schedule``) where it applies,
-    else (fewer than 6 rows or 16 columns, or not float32) the reduction schedule, rows in
+    else (fewer than 6 rows or one register of columns, or neither float32 nor float64) the
+    reduction schedule, rows in
     parallel: a matrix times a vector reduces each row with vector partial sums; a few
     rows times a matrix keep 128 columns of results in registers while the rows of the
     right operand stream by (v @ m, x[4, :] @ m: 7-13x slower than torch before, with no

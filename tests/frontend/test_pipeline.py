@@ -636,3 +636,18 @@ def test_a_conv_whose_channels_8_does_not_divide_keeps_register_tiles(out_channe
         for kx in range(3):
             ref += np.einsum("oc,nchw->nohw", w[:, :, ky, kx], xp[:, :, ky:ky + 20, kx:kx + 20])
     np.testing.assert_allclose(kern(x=x, w=w), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(64, 48, 96), (37, 70, 100), (6, 8, 8)])
+def test_a_float64_matmul_takes_the_register_tiles_with_8_lanes(shape):
+    # 6 rows x 4 registers of 8 doubles; it was the generic schedule, 11x slower than torch
+    M, K, N = shape
+    rng = np.random.default_rng(12)
+    a, b = rng.standard_normal((M, K)), rng.standard_normal((K, N))
+    y = Tensor.input("a", (M, K), sl.float64) @ Tensor.input("b", (K, N), sl.float64)
+    kern = sl.compile(y)
+    assert "cache_write" in str(kern.schedule) and "vectorize('i1.v', 8)" in str(kern.schedule)
+    np.testing.assert_allclose(kern(a=a, b=b), a @ b, rtol=1e-12, atol=1e-12)
+    yt = Tensor.input("a", (M, K), sl.float64) @ Tensor.input("b", (N, K), sl.float64).T
+    np.testing.assert_allclose(sl.compile(yt)(a=a, b=np.ascontiguousarray(b.T)), a @ b,
+                               rtol=1e-12, atol=1e-12)
