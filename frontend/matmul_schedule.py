@@ -90,12 +90,11 @@ def gemm_schedule(s, f, is_output):
 
 def matmul_schedule(s, f, is_output):
     """A matmul's schedule: the register-tiled one (``gemm_schedule``) where it applies,
-    else (fewer than 6 rows or one register of columns, or neither float32 nor float64) the
-    reduction schedule, rows in
-    parallel: a matrix times a vector reduces each row with vector partial sums; a few
-    rows times a matrix keep 128 columns of results in registers while the rows of the
-    right operand stream by (v @ m, x[4, :] @ m: 7-13x slower than torch before, with no
-    parallel loop and the right operand read down its columns)."""
+    else (fewer than 6 rows or one register of columns, or neither float32 nor float64)
+    the reduction schedule, rows in parallel: a matrix times a vector reduces each row with
+    vector partial sums; a few rows times a matrix keep 128 columns of results in registers
+    while the rows of the right operand stream by (v @ m, x[4, :] @ m: 7-13x slower than
+    torch before, with no parallel loop and the right operand read down its columns)."""
     done = gemm_schedule(s, f, is_output)
     if done:
         return done

@@ -171,8 +171,7 @@ def lower(outputs, schedule=None, target="llvm", **unknown):
     outputs, schedule = _outputs_and_schedule(outputs, schedule, target, caller="sl.lower")
     if base == "llvm":
         _check_cpu_directives(schedule)
-    stmt, _ = call_deep_if(len(schedule.funcs) > DEEP_PIPELINE_FUNCS, lower_pipeline,
-                           schedule, target)
+    stmt, _ = _deep_if_large(schedule, lower_pipeline, schedule, target)
     return stmt
 
 
@@ -237,8 +236,13 @@ def compile(outputs, schedule=None, target="llvm", **unknown):  # noqa: A001 - S
     base = check_target(target)
     outputs, schedule = _outputs_and_schedule(outputs, schedule, target, tune=True)
     _check_cpu_directives(schedule)
-    return call_deep_if(len(schedule.funcs) > DEEP_PIPELINE_FUNCS, _build_kernel, outputs,
-                        schedule, target, base, bound)
+    return _deep_if_large(schedule, _build_kernel, outputs, schedule, target, base, bound)
+
+
+def _deep_if_large(schedule, fn, *args):
+    """``fn(*args)``, on the large stack at once when ``schedule``'s pipeline is big enough
+    to nest past the default recursion limit (rather than failing there and starting over)."""
+    return call_deep_if(len(schedule.funcs) > DEEP_PIPELINE_FUNCS, fn, *args)
 
 
 def _build_kernel(outputs, schedule, target, base, bound):

@@ -108,7 +108,7 @@ def evaluate(e, env, exact=False):
         r = fold(e.op, a, b, e.a.dtype)
         if r is None:
             raise Unbound(str(e))
-        if e.dtype.is_int and not (exact and e.op != "shl"):
+        if e.dtype.is_int and (not exact or e.op == "shl"):     # a shift always wraps
             r = E._convert_value(r, e.dtype)
         return r
     if isinstance(e, E.UnOp):

@@ -378,8 +378,7 @@ def _literal_as(lit: Const, dtype: DType, op: str, what=None) -> Expr:
             raise AlgorithmError(f"the int literal {shown} does not fit {dtype} "
                                  f"({_type_source(op, what)}): it would round to inf; use a float "
                                  f"literal ({_as_float_text(lit.value)}) if inf is meant, or "
-                                 "sl.cast the "
-                                 "operand to a wider type first")
+                                 "sl.cast the operand to a wider type first")
         return Const(lit.value, dtype if dtype.is_float else T.float32)
     if lit.dtype.is_float:  # float literal next to an integer: float32
         return Const(lit.value, T.float32)

@@ -389,20 +389,17 @@ def _advice(e):
     return "set SCHEDLANG_CACHE to a writable directory, or delete the file if it is damaged"
 
 
-def _retry(fn, attempts=None):
+def _retry(fn):
     """Call ``fn``; retry while SQLite reports the database locked or busy (another process
     is in a write transaction beyond the busy timeout, or changing the journal mode), for
-    about ``BUSY_TIMEOUT_S`` in all, or ``attempts`` times."""
+    about ``BUSY_TIMEOUT_S`` in all."""
     delay, deadline = 0.01, time.monotonic() + BUSY_TIMEOUT_S
-    n = 0
     while True:
-        n += 1
         try:
             return fn()
         except sqlite3.OperationalError as e:
             msg = str(e).lower()
-            out_of_time = time.monotonic() > deadline or (attempts is not None and n >= attempts)
-            if out_of_time or not ("locked" in msg or "busy" in msg):
+            if time.monotonic() > deadline or not ("locked" in msg or "busy" in msg):
                 raise
             time.sleep(delay)
             delay = min(0.5, delay * 2)

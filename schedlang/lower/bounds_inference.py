@@ -214,9 +214,11 @@ def _promised_bounds(value, raw, sc):
         return bounds_of(value, sc)
     iv = bounds_of(raw, sc)
     for b in los:
-        iv = intersect_lo(iv, bounds_of(b, sc).lo) if bounds_of(b, sc).lo is not None else iv
+        lo = bounds_of(b, sc).lo
+        iv = iv if lo is None else intersect_lo(iv, lo)
     for b in his:
-        iv = intersect_hi(iv, bounds_of(b, sc).hi) if bounds_of(b, sc).hi is not None else iv
+        hi = bounds_of(b, sc).hi
+        iv = iv if hi is None else intersect_hi(iv, hi)
     return iv
 
 

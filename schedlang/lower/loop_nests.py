@@ -138,13 +138,13 @@ class StageLoops:
                 return simplify(m + base + i)
             return simplify(m + o * f + i)
         _, fused, m, ei, eo = d
-        known_ei = const_value(self._known(ei))
-        if known_ei is not None and self._fused_in_range(fused, eo):
+        raw = self.fused_raw(name)
+        if raw is None:
             # plain div / mod by the constant: interval arithmetic gives bounds inference
             # the exact range, and ``y * W + x`` folds back into the fused variable
+            known_ei = const_value(self._known(ei))
             p = self.ref(fused)
             return simplify(m + (p // known_ei if d[0] == "fuse_outer" else p % known_ei))
-        raw = self.fused_raw(name)
         hi = m + (eo if d[0] == "fuse_outer" else ei) - 1
         # the clamp is the identity on every iteration that runs; it tells bounds
         # inference the range where interval arithmetic cannot (symbolic sizes, tails).

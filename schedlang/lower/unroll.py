@@ -12,7 +12,6 @@ from . import ir
 from .simplify import const_value, simplify
 
 
-
 def describe_extent(e):
     """The extent of a loop in words a user knows (no internal region names)."""
     text = str(simplify(e))

@@ -61,6 +61,7 @@ class Vectorizer:
         self.lanes = lanes
         self.vmap = {var: ir.Ramp(base, E.Const(1, base.dtype), lanes)}
         self.epoch = 0      # bumped when vmap or scope changes: memoized results expire
+        self.memo = {}      # id(expr) -> (expr, epoch, vectorized expr)
         # modulus/remainder facts of the scalar lets around and inside the loop
         self.scope = dict(scope or {})
 
@@ -69,12 +70,11 @@ class Vectorizer:
             return self.vmap.get(e.name, e)
         # a shared sub-expression (x * y reused by each Newton step) is vectorized once:
         # as a tree, each step doubled the work. Keyed by identity, kept with its node
-        memo = self.__dict__.setdefault("_memo", {})
-        hit = memo.get(id(e))
+        hit = self.memo.get(id(e))
         if hit is not None and hit[0] is e and hit[1] == self.epoch:
             return hit[2]
         out = self._expr(e)
-        memo[id(e)] = (e, self.epoch, out)
+        self.memo[id(e)] = (e, self.epoch, out)
         return out
 
     def _expr(self, e):

@@ -3,8 +3,9 @@
 A schedule read back from JSON or from the tuning database is data: its ``assume``
 directives carry a fact as text, and that text must never run as Python. The text is
 parsed with ``ast`` and only the forms ``expr_to_python`` prints are rebuilt: numbers,
-the names of sizes and Params (``name('my-alpha')`` for one that is not an identifier), arithmetic, bitwise and comparison operators, and calls of
-the algorithm language's functions (``sl.min``, ``sl.cast(sl.int64, ...)``, ...).
+the names of sizes and Params (``name('my-alpha')`` for one that is not an identifier),
+arithmetic, bitwise and comparison operators, and calls of the algorithm language's
+functions (``sl.min``, ``sl.cast(sl.int64, ...)``, ...).
 """
 from __future__ import annotations
 

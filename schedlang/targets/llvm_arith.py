@@ -175,18 +175,25 @@ class ArithmeticCodegen:
                           bld.fcmp_ordered("<", abs_b, c(float("inf"))))
         large = bld.and_(bld.and_(bld.xor(exact, self._const_like(exact.type, 1)), finite),
                          bld.fcmp_ordered("!=", b, c(0.0)))
-        any_large = large
-        if isinstance(ty, ir.VectorType):
-            reduce_or = self._intrinsic(f"llvm.vector.reduce.or.{_mangle(large.type)}",
-                                        ir.IntType(1), [large.type])
-            any_large = bld.call(reduce_or, [large])
-        before = bld.block
-        with bld.if_then(any_large, likely=False):
-            r_large = bld.select(large, bld.frem(a, b), r)
-            large_block = bld.block
-        merged = bld.phi(ty)
-        merged.add_incoming(r, before)
-        merged.add_incoming(r_large, large_block)
+        return self._patch_rare_lanes(r, large, lambda: bld.frem(a, b))
+
+    def _patch_rare_lanes(self, value, rare, fallback):
+        """``value`` with its lanes where the i1 mask ``rare`` holds taken from
+        ``fallback()``, which is computed only behind a branch taken when some lane needs it
+        (a libm call per lane is slow, and such lanes are rare)."""
+        b = self.b
+        any_rare = rare
+        if isinstance(rare.type, ir.VectorType):
+            reduce_or = self._intrinsic(f"llvm.vector.reduce.or.{_mangle(rare.type)}",
+                                        ir.IntType(1), [rare.type])
+            any_rare = b.call(reduce_or, [rare])
+        before = b.block
+        with b.if_then(any_rare, likely=False):
+            patched = b.select(rare, fallback(), value)
+            patched_block = b.block
+        merged = b.phi(value.type)
+        merged.add_incoming(value, before)
+        merged.add_incoming(patched, patched_block)
         return merged
 
     def _minmax(self, op, a, b, dt):
@@ -624,8 +631,8 @@ class ArithmeticCodegen:
 
     def _vector_sincosf(self, x, want_cos):
         """sin / cos of a float32 vector without a libm call per lane (Cephes' sinf / cosf):
-        |x| reduced by the multiple j of pi/4 nearest (even), in three parts of pi/4, then
-        the sine or cosine polynomial by the octant. Exact reduction needs |x| <= 8192; a
+        |x| reduced by the even multiple j of pi/4 nearest it (the remainder in float64, pi/4
+        in two parts), then the sine or cosine polynomial by the octant. Exact reduction needs |x| <= 8192; a
         vector with a larger finite lane takes libm for every lane (rare); inf / NaN give
         NaN."""
         b, ty = self.b, x.type
@@ -663,16 +670,8 @@ class ArithmeticCodegen:
         p = b.select(small, p, c(float("nan")))
         finite_big = b.and_(b.xor(small, self._const_like(small.type, 1)),
                             b.fcmp_ordered("<", ax, c(float("inf"))))
-        reduce_or = self._intrinsic(f"llvm.vector.reduce.or.{_mangle(finite_big.type)}",
-                                    ir.IntType(1), [finite_big.type])
-        before = b.block
-        with b.if_then(b.call(reduce_or, [finite_big]), likely=False):
-            slow = b.select(finite_big, self._libm_per_lane("cos" if want_cos else "sin", x), p)
-            slow_block = b.block
-        merged = b.phi(ty)
-        merged.add_incoming(p, before)
-        merged.add_incoming(slow, slow_block)
-        return merged
+        return self._patch_rare_lanes(
+            p, finite_big, lambda: self._libm_per_lane("cos" if want_cos else "sin", x))
 
     def _x86_scalef(self, ty):
         """The AVX-512 ``vscalefps`` intrinsic for 16 float32 lanes when the target has the
