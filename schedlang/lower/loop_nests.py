@@ -398,7 +398,7 @@ def _reduction_nest(ctx, sl, func, definition, reds):
     pargs = _lhs(definition, pmap)
     direct = (len(reds) == 1 and definition.value is reds[0]
               and reds[0].op not in ("argmax", "argmin"))
-    accs, inits, updates, finals = [], [], [], {}
+    accs, inits, updates, finals, fin_checks = [], [], [], {}, []
     for n, red in enumerate(reds):
         body = ir.substitute(red.body, full)
         if direct:
@@ -413,8 +413,14 @@ def _reduction_nest(ctx, sl, func, definition, reds):
         if red.op in ("argmax", "argmin"):
             idx = AccFunc(f"{acc.name}.index", T.int32, len(pargs), func)
             accs.append(idx)
-            lo = red.rdom.bounds[0][0]
-            inits.append(ir.Provide(idx, pargs, E.cast(T.int32, simplify(E.cast(I64, lo)))))
+            lo = simplify(E.cast(I64, red.rdom.bounds[0][0]))
+            # Under where() a point may see no element, or only ones equal to the identity:
+            # the index starts one below the domain (no element yet) and the first element
+            # taken is always taken, so the result is an index where() admits.
+            unseen = (simplify(E.cast(T.int32, lo - 1)) if definition.predicate is not None
+                      else None)
+            inits.append(ir.Provide(idx, pargs, unseen if unseen is not None
+                                    else E.cast(T.int32, lo)))
             cname = f"{acc.name}.better"
             better = E.Var(cname, T.bool_)
             cmp = E.BinOp("gt" if red.op == "argmax" else "lt", body, cur)
@@ -422,6 +428,10 @@ def _reduction_nest(ctx, sl, func, definition, reds):
                 # the first NaN wins, as numpy's argmax / argmin (and as maximum propagates)
                 cmp = E.BinOp("or", cmp, E.BinOp("and", E.BinOp("ne", body, body),
                                                  E.BinOp("eq", cur, cur)))
+            if unseen is not None:
+                cmp = E.BinOp("or", cmp, E.BinOp("eq", E.FuncRef(idx, pargs), unseen))
+                fin_checks.append(_arg_found_check(ctx, func, red, E.FuncRef(idx, pargs),
+                                                   unseen))
             rv = full[red.rdom.vars[0].name]
             updates.append(ir.LetStmt(cname, cmp, ir.make_block([
                 ir.Provide(idx, pargs, E.Select(better, rv, E.FuncRef(idx, pargs))),
@@ -443,12 +453,27 @@ def _reduction_nest(ctx, sl, func, definition, reds):
     init = sl.wrap_loops(sl.bind(ir.make_block(inits), pure), inner_pure)
     parts = [init, update]
     if not direct:
-        fin = ir.make_block(fin_fetch + [ir.Provide(func, pargs, ir.substitute(value, pmap))])
+        fin = ir.make_block(fin_fetch + fin_checks
+                            + [ir.Provide(func, pargs, ir.substitute(value, pmap))])
         parts.append(sl.wrap_loops(sl.bind(fin, pure), inner_pure))
     body = ir.make_block(parts)
     for acc in reversed(accs):
         body = ir.Realize(acc, [], "local", body)
     return sl.wrap_loops(body, outer)
+
+
+def _arg_found_check(ctx, func, red, index, unseen):
+    """The Assert that an argmax / argmin under where() found an element at this point:
+    with none there is no index to give (numpy and torch raise on an empty argmax)."""
+    user = func.helper_of[0] if getattr(func, "helper_of", None) else func
+    code = 100 + len(ctx.assert_messages)
+    ctx.assert_messages[code] = (
+        f"{user.name}: sl.{red.op} over {red.rdom.name}, whose where() predicate admits no "
+        "element at some point of the output for these arguments; an arg-reduction of "
+        "nothing has no index (numpy and torch raise too): pass data for which where() "
+        "keeps at least one element, or reduce with sl.maximum / sl.minimum, which give "
+        "the identity there")
+    return ir.Assert(E.BinOp("ne", index, unseen), code)
 
 
 def _replace_reduces(e, finals):

@@ -428,6 +428,49 @@ def test_argmax_over_where_rdom():
     np.testing.assert_array_equal(sl.compile(f)(A=a), ref)
 
 
+def _masked_argmax(op, vectorize):
+    A = sl.Input("A", sl.float32, ("M", "N"))
+    lim = sl.Input("lim", sl.int32, ("M",))
+    i = sl.Var("i")
+    r = sl.RDom(A.shape[1], name="r")
+    r = r.where(r >= lim[i])
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = getattr(sl, op)(A[i, r])
+    s = sl.Schedule(f)
+    if vectorize:
+        s[f].reorder(r, i).vectorize(i, 8)
+    return sl.compile(f, s)
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_arg_reduction_under_where_gives_an_admitted_index_when_all_are_the_identity(
+        op, vectorize):
+    # every admitted value is the reduction's identity (-inf for argmax): the first admitted
+    # index, not the domain's lo, which where() excludes
+    kern = _masked_argmax(op, vectorize)
+    a = np.full((11, 6), -np.inf if op == "argmax" else np.inf, np.float32)
+    lim = np.arange(11, dtype=np.int32) % 6
+    np.testing.assert_array_equal(kern(A=a, lim=lim), lim)
+    a[3, 5] = 0.0
+    assert kern(A=a, lim=lim)[3] == 5
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_arg_reduction_that_where_empties_at_a_point_raises(op, vectorize):
+    kern = _masked_argmax(op, vectorize)
+    a = np.random.default_rng(0).standard_normal((11, 6)).astype(np.float32)
+    lim = np.zeros(11, np.int32)
+    lim[7] = 6      # row 7 admits nothing, as numpy's argmax of an empty row
+    with pytest.raises(sl.ArgumentError, match=rf"f: sl.{op} over r, whose where\(\) "
+                       "predicate admits no element"):
+        kern(A=a, lim=lim)
+    lim[7] = 2
+    ref = [getattr(np, op)(a[k, lim[k]:]) + lim[k] for k in range(11)]
+    np.testing.assert_array_equal(kern(A=a, lim=lim), ref)
+
+
 # --- several reductions in one expression ---------------------------------------------------------
 
 def test_ratio_of_two_sums():
