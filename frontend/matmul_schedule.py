@@ -316,11 +316,12 @@ def pointwise_conv_schedule(s, f, is_output):
 def softmax_schedule(s, f, is_output):
     """Schedule a last-axis softmax output Func ``f`` (``e / sum(e)`` with
     ``e = exp(x - max(x))``): rows in parallel, and per row the max, the exponentials and
-    the sum computed into cache, each reduction with 64 partial results (four vector
-    accumulators), the next row of an Input fetched while a row's exponentials run.
+    the sum computed into cache, each reduction with four vector accumulators of partial
+    results (64 float32 or 32 float64), the next row of an Input fetched while a row's exponentials run.
     Returns the Funcs it scheduled, or False when ``f`` is not that form."""
     d = f.definitions[0]
-    if not is_output or f.dtype != sl.float32 or f.shape is None or len(d.args) < 2:
+    if not is_output or f.dtype not in (sl.float32, sl.float64) or f.shape is None \
+            or len(d.args) < 2:
         return False
     pure, reds = _funcs_read(f)
     if len(pure) != 1 or len(reds) != 1:
@@ -337,8 +338,9 @@ def softmax_schedule(s, f, is_output):
         return False
     cols = int(f.shape[-1].value)
     row, col = d.args[-2].name, d.args[-1].name
-    vw = 16 if cols >= 16 else 1
-    lanes = 64 if cols >= 256 else vw
+    reg = 512 // f.dtype.bits        # elements in one AVX-512 register
+    vw = reg if cols >= reg else 1
+    lanes = 4 * reg if cols >= 16 * reg else vw
     s[f].parallel(d.args[0].name).vectorize(col, vw)
     s[e].compute_at(f, row).vectorize(e.definitions[0].args[-1].name, vw)
     e_row = e.definitions[0].args[-2].name

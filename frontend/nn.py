@@ -278,7 +278,7 @@ def _softmax(x, axis):
     z = EW.exp(EW.sub(x, m))
     e = Tensor.materialize("softmax_exp", (), [z], z.shape, z.element, root=True)
     den = _reduce("sum", e, axis, True)     # exponentials in (0, 1]: summed in float32
-    if axis != x.ndim - 1 or x.ndim < 2 or x.dtype != sl.float32:
+    if axis != x.ndim - 1 or x.ndim < 2 or x.dtype not in (sl.float32, sl.float64):
         return EW.div(e, den)
     # rows along the last axis: one Func the default schedule knows (a row at a time, the
     # exponentials and both reductions computed per row, in cache)

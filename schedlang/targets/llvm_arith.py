@@ -15,6 +15,8 @@ Example::
 """
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
 from ..algo import expr as E
@@ -443,6 +445,7 @@ class ArithmeticCodegen:
                   "copysign": "copysign", "trunc": "trunc"}
     _LIBM = {"tanh", "erf"}
     _OWN_F32 = {"exp", "erf", "tanh", "log", "sin", "cos"}   # float32 with our own code
+    _OWN_F64 = {"exp"}                                      # float64 with our own code
 
     def expr_Call(self, e):
         dt = e.dtype
@@ -486,14 +489,18 @@ class ArithmeticCodegen:
         return result
 
     def _math(self, name, args):
-        if name in self._OWN_F32 and args[0].type == F32:
+        scalar = args[0].type
+        if (scalar == F32 and name in self._OWN_F32) or (scalar == F64 and name in self._OWN_F64):
             # a scalar takes the vector code on one lane: a vectorized loop and its scalar
             # tail (or another schedule) then give the same bits (libm's differ by an ulp)
             b = self.b
-            one = b.insert_element(ir.Constant(ir.VectorType(F32, 1), ir.Undefined), args[0],
-                                   I32(0))
+            one = b.insert_element(ir.Constant(ir.VectorType(scalar, 1), ir.Undefined),
+                                   args[0], I32(0))
             return b.extract_element(self._math(name, [one]), I32(0))
-        f32_vector = _element(args[0].type) == F32 and isinstance(args[0].type, ir.VectorType)
+        vector = isinstance(args[0].type, ir.VectorType)
+        f32_vector = vector and _element(args[0].type) == F32
+        if name == "exp" and vector and _element(args[0].type) == F64:
+            return self._vector_exp64(args[0])
         if name == "exp" and f32_vector:
             return self._vector_expf(args[0])
         if name == "erf" and f32_vector:
@@ -557,6 +564,35 @@ class ArithmeticCodegen:
         out = b.fmul(b.fmul(y, pow2(half)), pow2(rest))
         # below ln(2**-150) the result rounds to 0 (the clamp alone would give 2**-149)
         out = b.select(b.fcmp_ordered("<", x, c(-103.972077)), c(0.0), out)
+        return b.select(b.fcmp_unordered("uno", x, x), x, out)
+
+    def _vector_exp64(self, x):
+        """exp of a float64 vector without a libm call per lane: x = n*ln2 + r with ln2 in
+        two parts (fdlibm's, so n*ln2_hi is exact), e**r = 1 + r + r**2 P(r) with P the
+        Taylor series to r**13 (|r| <= ln2/2, truncation below 0.02 ulp), and the scaling
+        by 2**n in two exact steps so that a subnormal result rounds once. Within 1 ulp;
+        inf / 0 / NaN as libm gives them."""
+        b, ty = self.b, x.type
+        c = (lambda v: self._const_like(ty, v))
+        lty = ir.VectorType(ir.IntType(64), ty.count)
+        fmuladd = self._intrinsic(f"llvm.fmuladd.{_mangle(ty)}", ty, [ty] * 3)
+        # clamps that let a NaN through: past them the result is inf or rounds to 0
+        xc = b.select(b.fcmp_ordered(">", x, c(710.0)), c(710.0), x)
+        xc = b.select(b.fcmp_ordered("<", xc, c(-746.0)), c(-746.0), xc)
+        fx = self._math1("floor", b.call(fmuladd, [xc, c(1.4426950408889634), c(0.5)]))
+        r = b.call(fmuladd, [fx, c(-6.93147180369123816490e-01), xc])
+        r = b.call(fmuladd, [fx, c(-1.90821492927058770002e-10), r])
+        p = self._horner(r, [1.0 / math.factorial(k) for k in range(13, 1, -1)])
+        y = b.fadd(b.call(fmuladd, [b.fmul(r, r), p, r]), c(1.0))
+        n = b.fptosi(fx, lty)
+        half = b.ashr(n, ir.Constant(lty, [1] * ty.count))
+
+        def pow2(k):
+            bits = b.shl(b.add(k, ir.Constant(lty, [1023] * ty.count)),
+                         ir.Constant(lty, [52] * ty.count))
+            return b.bitcast(bits, ty)
+        # y * 2**half is exact (a normal number), so the second product rounds once
+        out = b.fmul(b.fmul(y, pow2(half)), pow2(b.sub(n, half)))
         return b.select(b.fcmp_unordered("uno", x, x), x, out)
 
     def _horner(self, x, coeffs):

@@ -407,21 +407,27 @@ def test_grouped_conv2d_gets_the_column_tiled_schedule():
     np.testing.assert_allclose(kern(x=a, w=w), ref, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("shape", [(5, 300), (2, 3, 40), (4, 7)])
-def test_softmax_over_rows_is_computed_a_row_at_a_time(shape):
+@pytest.mark.parametrize("shape, dtype", [((5, 300), sl.float32), ((2, 3, 40), sl.float32),
+                                          ((4, 7), sl.float32), ((5, 300), sl.float64),
+                                          ((3, 12), sl.float64)])
+def test_softmax_over_rows_is_computed_a_row_at_a_time(shape, dtype):
     rng = np.random.default_rng(24)
-    a = (rng.standard_normal(shape) * 4).astype(np.float32)
-    x = Tensor.input("x", shape)
+    a = (rng.standard_normal(shape) * 4).astype(dtype.name)
+    x = Tensor.input("x", shape, dtype)
     kern = sl.compile(x.softmax(-1))
     ir = kern.loop_ir
     # the exponentials and both reductions live inside the parallel row loop, with vector
     # partial results (rfactor), not as whole-matrix buffers
     first = ir.splitlines()[0]
     assert first.lstrip().startswith("parallel for"), ir
-    assert "_intm" in ir and ("ramp(" in ir) == (shape[-1] >= 16)
+    lanes = 512 // dtype.bits       # one AVX-512 register
+    assert "_intm" in ir and ("ramp(" in ir) == (shape[-1] >= lanes)
+    if shape[-1] >= lanes:
+        assert f", 1, {lanes})" in ir and f", 1, {2 * lanes})" not in ir
     assert "prefetch x[" in ir and f"+ {shape[-1]}" in ir.split("prefetch x[")[1].split("\n")[0]
-    e = np.exp(a - a.max(-1, keepdims=True))
-    np.testing.assert_allclose(kern(x=a), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+    e = np.exp(a.astype(np.float64) - a.max(-1, keepdims=True))
+    tol = 1e-5 if dtype == sl.float32 else 1e-13
+    np.testing.assert_allclose(kern(x=a), e / e.sum(-1, keepdims=True), rtol=tol, atol=tol / 100)
     # other axes keep the generic schedule and stay right
     y = sl.compile(x.softmax(0))
     e0 = np.exp(a - a.max(0, keepdims=True))

@@ -154,3 +154,40 @@ def test_float32_sin_and_cos_are_within_two_ulps_without_a_libm_call_per_lane(fn
     assert np.signbit(got[a == 0]).tolist() == ([False, fn == "sin"])
     special = np.array([np.inf, -np.inf, np.nan], np.float32)
     assert np.isnan(kern(A=special)).all()
+
+
+def _exp64_kernel(width):
+    A = sl.Input("A", sl.float64, ("N",))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = sl.exp(A[x])
+    s = sl.Schedule(f)
+    if width:
+        s[f].vectorize(x, width)
+    return sl.compile(f, s)
+
+
+@pytest.mark.parametrize("width", [None, 3, 8])
+def test_float64_exp_is_within_one_ulp_without_a_libm_call_and_alike_at_every_width(width):
+    kern = _exp64_kernel(width)
+    assert "@exp(" not in kern.source and "llvm.exp." not in kern.source
+    rng = np.random.default_rng(5)
+    a = np.concatenate([rng.uniform(-746, 709.78, 200_000), rng.uniform(-1, 1, 100_000),
+                        rng.uniform(-746, -708, 20_000)])     # the last: subnormal results
+    got = kern(A=a)
+    ref = np.exp(a.astype(np.longdouble))     # 64-bit mantissa: a reference past float64
+    unit = np.maximum(np.spacing(np.abs(ref).astype(np.float64)), 5e-324).astype(np.longdouble)
+    ulps = np.abs(got.astype(np.longdouble) - ref) / unit
+    assert ulps.max() <= 1.0, (a[np.argmax(ulps)], ulps.max())
+    np.testing.assert_array_equal(got, _exp64_kernel(None)(A=a))     # the same bits
+
+
+def test_float64_exp_special_values():
+    a = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 709.782712893384, 709.7827128933841,
+                  710.0, 1e6, -745.1332191019411, -745.1332191019412, -746.0, -1e6, 5e-324])
+    with np.errstate(over="ignore"):
+        ref = np.exp(a)
+    for width in (None, 8):
+        got = _exp64_kernel(width)(A=a)
+        assert np.isnan(got[0])
+        np.testing.assert_array_equal(got[1:], ref[1:])
