@@ -14,15 +14,70 @@ _PREC = {"or": 1, "and": 2, "eq": 3, "ne": 3, "lt": 3, "le": 3, "gt": 3, "ge": 3
 
 
 def expr_to_str(e, prec=0) -> str:
-    """Print an expression (algorithm or loop IR) as compact pseudocode."""
-    return _text(e, prec, False)
+    """Print an expression (algorithm or loop IR) as compact pseudocode. An expression
+    whose shared sub-expressions would repeat (a DAG printed as a tree grows exponentially
+    with its depth) names them: ``x * x where %0 = A[i] + 1``."""
+    names = shared_names([e])
+    body = _text(e, prec, False, names)
+    return body + _where(names) if names else body
 
 
 def user_text(e) -> str:
     """``expr_to_str`` without the integer widenings the language inserts itself, so a
     fact reads as the user wrote it: ``user_text(p <= M)`` gives ``'p <= M'``, not
     ``'int64(p) <= M'``."""
-    return _text(e, 0, True)
+    names = shared_names([e])
+    body = _text(e, 0, True, names)
+    return body + _where(names, True) if names else body
+
+
+# A DAG prints as-is until its tree would be this many nodes and several times its size
+_TREE_LIMIT = 2000
+_SHARED_MIN_SIZE = 8        # shared sub-expressions smaller than this are printed in place
+
+
+def shared_names(exprs):
+    """The sub-expressions of ``exprs`` to print once under a name (``%0``, ``%1``, ...,
+    children before parents), as ``{id(node): (name, node)}``: the ones that occur more
+    than once and are not small, when printing the expressions as trees would repeat
+    much. Empty for ordinary expressions. Example: ``shared_names([e])``."""
+    size, refs, order, expanding = {}, {}, [], set()
+    for root in exprs:
+        refs[id(root)] = refs.get(id(root), 0) + 1
+        stack = [(root, False)]
+        while stack:
+            n, expanded = stack.pop()
+            if expanded:
+                size[id(n)] = min(1 + sum(size[id(k)] for k in n.kids()), 1 << 60)
+                order.append(n)
+            elif id(n) not in size and id(n) not in expanding:
+                expanding.add(id(n))
+                stack.append((n, True))
+                for k in n.kids():
+                    refs[id(k)] = refs.get(id(k), 0) + 1
+                    stack.append((k, False))
+    tree = sum(size[id(r)] for r in exprs)
+    if tree <= max(_TREE_LIMIT, 4 * len(order)):
+        return {}
+    shared = [n for n in order if refs[id(n)] > 1 and size[id(n)] >= _SHARED_MIN_SIZE]
+    return {id(n): (f"%{k}", n) for k, n in enumerate(shared)}
+
+
+def named_text(e, names, hide_widening=False):
+    """``e`` printed with the sub-expressions in ``names`` (from ``shared_names``) as their
+    names."""
+    return _text(e, 0, hide_widening, names)
+
+
+def named_definitions(names, hide_widening=False):
+    """``[(name, text), ...]`` of the sub-expressions in ``names`` (from ``shared_names``),
+    each printed with the names before it."""
+    return [(name, _text(n, 0, hide_widening, names, defining=n)) for name, n in names.values()]
+
+
+def _where(names, hide_widening=False):
+    defs = ", ".join(f"{name} = {text}" for name, text in named_definitions(names, hide_widening))
+    return f" where {defs}"
 
 
 def _is_implicit_widening(e):
@@ -31,9 +86,12 @@ def _is_implicit_widening(e):
             and (b.is_signed or not a.is_signed))
 
 
-def _text(e, prec, hide_widening):
+def _text(e, prec, hide_widening, names=None, defining=None):
+    if names and e is not defining and id(e) in names:
+        return names[id(e)][0]
+
     def text(x, p=0):
-        return _text(x, p, hide_widening)
+        return _text(x, p, hide_widening, names)
     if isinstance(e, E.Const):
         if e.dtype.is_bool:
             return "true" if e.value else "false"

@@ -12,7 +12,7 @@ from ..algo import expr as E
 from ..deep_recursion import deep_recursion
 from ..errors import CompileError
 from ..algo import types as T
-from ..algo.printer import expr_to_str
+from ..algo.printer import expr_to_str, named_definitions, named_text, shared_names
 from ..algo.expr import map_expr, substitute, walk_expr, expr_vars  # noqa: F401 (re-exported)
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "gpu_block", "gpu_thread")
@@ -393,6 +393,19 @@ def stmt_to_str(s, indent=0) -> str:
         return ""
     if isinstance(s, Block):
         return "".join(stmt_to_str(c, indent) for c in s.stmts)
+    own = [getattr(s, f) for f in s.exprs] + list(getattr(s, "args", None) or ())
+    names = shared_names([e for e in own if isinstance(e, E.Expr)])
+    if names:
+        # sub-expressions this statement shares, printed once each (a DAG as a tree
+        # grows exponentially with its depth)
+        lets = "".join(f"{pad}let {name} = {text}\n" for name, text in named_definitions(names))
+        return lets + _stmt_line(s, indent, lambda x: named_text(x, names))
+    return _stmt_line(s, indent, p)
+
+
+def _stmt_line(s, indent, p):
+    """``stmt_to_str`` of a statement other than a Block, its expressions printed by ``p``."""
+    pad = "  " * indent
     if isinstance(s, For):
         kind = "" if s.kind == "serial" else (
             f"{s.kind}.{'xyz'[s.gpu_dim]} " if s.kind.startswith("gpu") else s.kind + " ")
