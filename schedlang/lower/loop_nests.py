@@ -68,7 +68,11 @@ class StageLoops:
                     self.guards.append((sp.old, simplify(m + e)))
             else:
                 (mo, eo), (mi, ei) = info[sp.outer], info[sp.inner]
-                info[sp.old] = (_c(0), simplify(eo * ei))
+                # an empty region may have a negative extent (a producer computed inside
+                # a guarded tail): two of them must not multiply into a positive one
+                eo_, ei_ = (e if prove(E.binary("ge", self._known(e), 0), ctx.facts)
+                            else E.binary("max", e, _c(0)) for e in (eo, ei))
+                info[sp.old] = (_c(0), simplify(eo_ * ei_))
                 self.defs[sp.outer] = ("fuse_outer", sp.old, mo, ei, eo)
                 self.defs[sp.inner] = ("fuse_inner", sp.old, mi, ei, eo)
         self.info = info

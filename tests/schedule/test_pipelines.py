@@ -1060,3 +1060,26 @@ def test_pad_on_a_fused_loop_of_an_inline_reduction_is_refused_and_guard_is_righ
         s[h].reorder(r, fo, fi)
         a = np.arange(15, dtype=np.float32).reshape(3, 5)
         np.testing.assert_array_equal(sl.compile(out, s)(A=a), 3 * a + 3)
+
+
+@pytest.mark.parametrize("tail", ["guard", "auto"])
+def test_fused_producer_inside_a_guarded_tail_computes_nothing_past_the_edge(tail):
+    # past the edge in both dimensions the producer's region is empty with two negative
+    # extents; their product once made a positive loop count, and the kernel wrote before
+    # its buffer (heap corruption)
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    y, x = sl.vars("y x")
+    bx = sl.Func("bx")
+    bx[y, x] = A[y, x] * 2
+    by = sl.Func("by", shape=(A.shape[0], A.shape[1]))
+    by[y, x] = bx[y, x] + 1
+    s = sl.Schedule(by)
+    s[by].split(y, 8, tail=tail)
+    s[by].split(x, 8, tail=tail)
+    s[bx].compute_at(by, "x.i")
+    s[bx].fuse(y, x)
+    kern = sl.compile(by, s)
+    assert "max(bx.b0.extent, 0) * max(bx.b1.extent, 0)" in kern.loop_ir
+    for h, w in [(1, 9), (2, 19), (3, 3), (5, 30), (17, 17)]:
+        a = np.random.default_rng(h).standard_normal((h, w)).astype(np.float32)
+        np.testing.assert_array_equal(kern(A=a), a * 2 + 1)
