@@ -44,6 +44,14 @@ TANH_TAYLOR = (9.691537956929451e-05, -0.00023912911424355248, 0.000590027440945
                -0.3333333333333333, 1.0)
 
 
+# tanh(x) = x + x g P(g) / Q(g), g = x**2, for |x| < ln(3)/2 (Cody and Waite's float64
+# coefficients), highest power first; Q is monic
+TANH64_NUMERATOR = (-0.96437492777225469787e0, -0.99225929672236083313e2,
+                    -0.16134119023996228053e4)
+TANH64_DENOMINATOR = (1.0, 0.11274474380534949335e3, 0.22337720718962312926e4,
+                      0.48402357071988688686e4)
+
+
 def _element(ty):
     return ty.element if isinstance(ty, ir.VectorType) else ty
 
@@ -445,7 +453,7 @@ class ArithmeticCodegen:
                   "copysign": "copysign", "trunc": "trunc"}
     _LIBM = {"tanh", "erf"}
     _OWN_F32 = {"exp", "erf", "tanh", "log", "sin", "cos"}   # float32 with our own code
-    _OWN_F64 = {"exp"}                                      # float64 with our own code
+    _OWN_F64 = {"exp", "tanh"}                              # float64 with our own code
 
     def expr_Call(self, e):
         dt = e.dtype
@@ -501,6 +509,8 @@ class ArithmeticCodegen:
         f32_vector = vector and _element(args[0].type) == F32
         if name == "exp" and vector and _element(args[0].type) == F64:
             return self._vector_exp64(args[0])
+        if name == "tanh" and vector and _element(args[0].type) == F64:
+            return self._vector_tanh64(args[0])
         if name == "exp" and f32_vector:
             return self._vector_expf(args[0])
         if name == "erf" and f32_vector:
@@ -594,6 +604,24 @@ class ArithmeticCodegen:
         # y * 2**half is exact (a normal number), so the second product rounds once
         out = b.fmul(b.fmul(y, pow2(half)), pow2(b.sub(n, half)))
         return b.select(b.fcmp_unordered("uno", x, x), x, out)
+
+    def _vector_tanh64(self, x):
+        """tanh of a float64 vector without a libm call per lane (Cody and Waite's): below
+        |x| = ln(3)/2 the odd rational |x| + |x| g P(g) / Q(g) with g = x**2, above it
+        1 - 2 / (exp(2|x|) + 1) with the vector exp; the sign put back with copysign, so
+        -0.0 stays -0.0. Within 2 ulp; +-inf give +-1, NaN stays NaN."""
+        b, ty = self.b, x.type
+        c = (lambda v: self._const_like(ty, v))
+        f = self._math1("abs", x)
+        g = b.fmul(f, f)
+        p = b.fmul(g, self._horner(g, TANH64_NUMERATOR))
+        q = self._horner(g, TANH64_DENOMINATOR)
+        fmuladd = self._intrinsic(f"llvm.fmuladd.{_mangle(ty)}", ty, [ty] * 3)
+        small = b.call(fmuladd, [f, b.fdiv(p, q), f])
+        big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(self._vector_exp64(b.fadd(f, f)), c(1.0))))
+        r = b.select(b.fcmp_ordered("<", f, c(0.5493061443340548)), small, big)
+        r = self.b.call(self._intrinsic(f"llvm.copysign.{_mangle(ty)}", ty, [ty, ty]), [r, x])
+        return b.select(b.fcmp_unordered("uno", x, x), x, r)
 
     def _horner(self, x, coeffs):
         """``coeffs[0] * x**(n-1) + ... + coeffs[-1]`` with fused multiply-adds."""

@@ -191,3 +191,26 @@ def test_float64_exp_special_values():
         got = _exp64_kernel(width)(A=a)
         assert np.isnan(got[0])
         np.testing.assert_array_equal(got[1:], ref[1:])
+
+
+@pytest.mark.parametrize("width", [None, 8])
+def test_float64_tanh_is_within_two_ulp_without_a_libm_call_with_exact_special_values(width):
+    A = sl.Input("A", sl.float64, ("N",))
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = sl.tanh(A[x])
+    s = sl.Schedule(f)
+    if width:
+        s[f].vectorize(x, width)
+    kern = sl.compile(f, s)
+    assert "@tanh(" not in kern.source
+    rng = np.random.default_rng(6)
+    a = np.concatenate([rng.uniform(-20, 20, 100_000), rng.uniform(-1, 1, 100_000),
+                        np.geomspace(1e-300, 30, 20_000), [0.5493061443340548, 0.5493061443340549]])
+    got = kern(A=a)
+    ref = np.tanh(a.astype(np.longdouble))
+    ulps = np.abs(got.astype(np.longdouble) - ref) / np.spacing(np.abs(ref).astype(np.float64))
+    assert ulps.max() <= 2.0, (a[np.argmax(ulps)], ulps.max())
+    special = kern(A=np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 400.0, -1e-310]))
+    np.testing.assert_array_equal(special[[0, 1, 2, 3, 5, 6]], [0.0, -0.0, 1.0, -1.0, 1.0, -1e-310])
+    assert np.signbit(special[1]) and np.isnan(special[4])
