@@ -209,9 +209,9 @@ def conv_schedule(s, f, is_output):
     Func (``f[n, o, y, x] = sum over (c, ky, kx)``). Returns the Funcs it scheduled (truthy),
     or False (leaving ``s`` untouched) when ``f`` has neither form."""
     d = f.definitions[0]
-    if f.dtype != sl.float32 or f.shape is None or len(d.args) != 4:
+    if f.dtype not in (sl.float32, sl.float64) or f.shape is None or len(d.args) != 4:
         return False
-    if not d.rvars:
+    if not d.rvars and f.dtype == sl.float32:
         pure, reds = _funcs_read(f)
         if not is_output or pure or len(reds) != 1 or len(reds[0].definitions[0].rvars) != 3:
             return False
@@ -238,11 +238,13 @@ def conv_schedule(s, f, is_output):
     if len(d.rvars) != 3:
         return False
     _, o_ext, _, x_ext = (int(v.value) for v in f.shape)
+    lanes = 512 // f.dtype.bits         # one AVX-512 register: 16 float32, 8 float64
     if x_ext < 16:
         return False
     n, o, y, x = (a.name for a in d.args)
     r = [v.name for v in d.rvars]
-    tx = 32 if x_ext >= 32 else 16
+    # a tile of 8 channels x 2 or 4 registers of columns (16 float64 accumulators)
+    tx = 32 if x_ext >= 32 and lanes == 16 else 16
     acc = s[f].cache_write("local")
     if not is_output:
         s[f].compute_root()
@@ -254,10 +256,10 @@ def conv_schedule(s, f, is_output):
     oo, oi = s[f].split(o, to, names=(f"{o}.o", f"{o}.i"),
                         tail="shift" if o_ext % to else "auto")
     xo, xi = s[f].split(x, tx, names=(f"{x}.o", f"{x}.i"))
-    s[f].reorder(n, y, oo, xo, oi, xi).vectorize(xi, 16).parallel(y)
+    s[f].reorder(n, y, oo, xo, oi, xi).vectorize(xi, lanes).parallel(y)
     s[acc].compute_at(f, xo)
-    s[acc].reorder(*r, o, x).vectorize(x, 16).unroll(o)
-    if tx > 16:
+    s[acc].reorder(*r, o, x).vectorize(x, lanes).unroll(o)
+    if tx > lanes:
         s[acc].unroll(f"{x}.o")
     return [f]
 

@@ -657,3 +657,23 @@ def test_a_float64_matmul_takes_the_register_tiles_with_8_lanes(shape):
     yt = Tensor.input("a", (M, K), sl.float64) @ Tensor.input("b", (N, K), sl.float64).T
     np.testing.assert_allclose(sl.compile(yt)(a=a, b=np.ascontiguousarray(b.T)), a @ b,
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [((1, 16, 20, 37), (24, 16, 3, 3), 1, 1),
+                                   ((2, 6, 19, 40), (12, 6, 3, 3), 2, 1),
+                                   ((1, 8, 9, 33), (16, 4, 3, 3), 1, 2)])
+def test_a_float64_conv_takes_the_register_tiles_with_8_lanes(shape):
+    # 8 channels x 2 registers of 8 doubles; it was the generic schedule (slower than torch)
+    xs, ws, stride, groups = shape
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(xs)
+    w = rng.standard_normal(ws)
+    kern = sl.compile(F.conv2d(Tensor.input("x", xs, sl.float64), Tensor.input("w", ws, sl.float64),
+                               padding=1, stride=stride, groups=groups))
+    assert "cache_write" in str(kern.schedule)
+    tiles = [ln for ln in kern.loop_ir.splitlines() if "_cache[" in ln]
+    assert any(", 1, 8)]" in ln for ln in tiles) and not any(", 1, 16)]" in ln for ln in tiles)
+    torch = pytest.importorskip("torch")
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1,
+                                     stride=stride, groups=groups).numpy()
+    np.testing.assert_allclose(kern(x=x, w=w), ref, rtol=1e-12, atol=1e-12)
