@@ -458,7 +458,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
         def body_pointwise(iv):
             n, o, h, ww = iv
             r = sl.RDom(C, name=fresh_name("r"))
-            return sl.sum(w.element([o, r, 0, 0]) * x.element([n, r, h, ww]))
+            return sl.sum(w.element([o, r, 0, 0]) * x.element([n, r, h, ww]), over=[r])
         out = Tensor.materialize("conv2d_pointwise", params, [x, w], (N, O, Ho, Wo),
                                  body_pointwise)
         return _conv_bias(out, bias, O)
@@ -477,7 +477,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
         def body_nhwc(iv):
             n, h, ww, o = iv
             r = sl.RDom(C, KH, KW, name=fresh_name("r"))
-            return sl.sum(window(n, h, ww, r, r.x) * wt.element([r.x, r.y, r.z, o]))
+            return sl.sum(window(n, h, ww, r, r.x) * wt.element([r.x, r.y, r.z, o]), over=[r])
         acc = Tensor.materialize("conv2d_nhwc", params, [xp, wt], (N, Ho, Wo, O), body_nhwc)
         out = Tensor.materialize("conv2d", params, [acc], (N, O, Ho, Wo),
                                  lambda iv: acc.element([iv[0], iv[2], iv[3], iv[1]]))
@@ -487,7 +487,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
         n, o, h, ww = iv
         r = sl.RDom(Cg, KH, KW, name=fresh_name("r"))
         c = r.x if groups == 1 else (o // Og) * Cg + r.x
-        return sl.sum(window(n, h, ww, r, c) * w.element([o, r.x, r.y, r.z]))
+        return sl.sum(window(n, h, ww, r, c) * w.element([o, r.x, r.y, r.z]), over=[r])
     out = Tensor.materialize("conv2d", params, [xp, w], (N, O, Ho, Wo), body)
     return _conv_bias(out, bias, O)
 
@@ -570,7 +570,8 @@ def _pool(kind, x, kernel_size, stride, padding, dilation=1, ceil_mode=False,
         r = sl.RDom(kh, kw, name=fresh_name("r"))
         e = xp.element(list(iv[:-2]) + [iv[-2] * sh + (r.x * dh if dh != 1 else r.x),
                                         iv[-1] * sw + (r.y * dw if dw != 1 else r.y)])
-        return sl.maximum(e) if kind == "max_pool2d" else sl.sum(e)
+        # over= names r: a broadcast input (expand, a size-1 view) may not read by it
+        return sl.maximum(e, over=[r]) if kind == "max_pool2d" else sl.sum(e, over=[r])
     params = ((kh, kw), (sh, sw), (ph, pw), (dh, dw), bool(ceil_mode), bool(count_include_pad),
               divisor_override)
     out = Tensor.materialize(kind, params, [xp], x.shape[:-2] + (Ho, Wo), body)

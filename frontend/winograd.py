@@ -100,7 +100,7 @@ def winograd_conv3x3(x_at, w_at, shape, m=2, name="conv"):
         p, _transform(bt, bt, lambda i, j: x_t[n, m * ty + i, m * tx + j, c]))
     r = sl.RDom(c_, name="c_in")
     prod = sl.Func(f"{name}_products")
-    prod[n, p, ty, tx, k] = sl.sum(v[n, p, ty, tx, r] * u[p, r, k])
+    prod[n, p, ty, tx, k] = sl.sum(v[n, p, ty, tx, r] * u[p, r, k], over=[r])
     tiles = sl.Func(f"{name}_tiles{m}x{m}")
     tiles[n, ty, tx, ai, bi, k] = _by_position(
         ai * m + bi, _transform(at, at, lambda i, j: prod[n, i * a + j, ty, tx, k]))

@@ -408,3 +408,30 @@ def test_concat_takes_a_positional_none_axis_as_numpy():
     np.testing.assert_array_equal(got, np.concatenate([a, b], None))
     np.testing.assert_array_equal(F.concat(Tensor(a), Tensor(b), None).numpy(),
                                   np.concatenate([a, b], None))
+
+
+def test_pools_and_convs_of_inputs_that_do_not_vary_over_the_window_as_torch():
+    # a broadcast (expand) or size-1 view reads the same element at every tap: the
+    # reduction's domain must still count every tap (it was refused as "uses no RDom")
+    torch = pytest.importorskip("torch")
+    a = np.array([1.0, -2.0], np.float32).reshape(1, 2, 1, 1)
+    ta = torch.from_numpy(a).expand(1, 2, 5, 5)
+    np.testing.assert_array_equal(F.max_pool2d(Tensor(a).expand(1, 2, 5, 5), 3).numpy(),
+                                  torch.nn.functional.max_pool2d(ta, 3).numpy())
+    np.testing.assert_allclose(F.avg_pool2d(Tensor(a).expand(1, 2, 5, 5), 3, 1, 1).numpy(),
+                               torch.nn.functional.avg_pool2d(ta, 3, 1, 1).numpy(), rtol=1e-6)
+    x = np.arange(24, dtype=np.float32)
+    kern = sl.compile(F.max_pool2d(Tensor.input("x", (24,))[None, :, None, None], 1))
+    np.testing.assert_array_equal(kern(x=x), x.reshape(1, 24, 1, 1))
+    xs = np.random.default_rng(2).standard_normal((2, 8, 8)).astype(np.float32)
+    ws = np.array([1.0, 2.0, -3.0, 0.5], np.float32)
+    kern = sl.compile(F.conv2d(Tensor.input("x", (2, 8, 8)).unsqueeze(1),
+                               Tensor.input("w", (4,)).reshape(4, 1, 1, 1)))
+    np.testing.assert_allclose(kern(x=xs, w=ws), xs[:, None] * ws[None, :, None, None],
+                               rtol=1e-6)
+    # a 3x3 conv of an input constant over the plane
+    w3 = np.random.default_rng(3).standard_normal((4, 2, 3, 3)).astype(np.float32)
+    got = F.conv2d(Tensor(a).expand(1, 2, 6, 6), Tensor(w3), padding=1).numpy()
+    ref = torch.nn.functional.conv2d(ta[:, :, :1, :1].expand(1, 2, 6, 6), torch.from_numpy(w3),
+                                     padding=1).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
