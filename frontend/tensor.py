@@ -335,6 +335,8 @@ class Tensor:
         """The cached kernel entry of this graph, compiled (or re-chosen) when needed."""
         state = tuning_state()
         entry = KERNEL_CACHE.get(cache_key)
+        if entry is not None:
+            _mark_recent(cache_key)
         if entry is not None and entry.state == state:
             CACHE_STATS["hits"] += 1
             return entry
@@ -348,6 +350,9 @@ class Tensor:
         kern = sl.compile(out, schedule if schedule is not None else default)
         entry = CachedKernel(kern, [leaf.input_node.name for leaf in leaves], origin, state)
         KERNEL_CACHE[cache_key] = entry
+        _mark_recent(cache_key)
+        while len(KERNEL_CACHE) > MAX_EAGER_KERNELS:
+            KERNEL_CACHE.pop(next(iter(KERNEL_CACHE)))      # the least recently used
         CACHE_STATS["compiles"] += 1
         return entry
 
@@ -374,8 +379,22 @@ class Tensor:
 
 # ---------------------------------------------------------------------- graph key / cache
 
-KERNEL_CACHE: dict = {}
+KERNEL_CACHE: dict = {}          # in use order: the most recently used last
 CACHE_STATS = {"compiles": 0, "hits": 0}
+MAX_EAGER_KERNELS = 256         # past this many graphs the least recently used is dropped
+KEEP_OUTPUT_BUFFERS = 4         # kernels, the most recently used, that keep their output
+                                # buffer for reuse (a large result is not zero-filled again)
+
+
+def _mark_recent(cache_key):
+    """Move a cache entry to the most recently used end. The kernel that falls out of the
+    ``KEEP_OUTPUT_BUFFERS`` most recent gives back its output buffer, so that eager calls
+    over many shapes do not hold one buffer per shape after the caller dropped them."""
+    KERNEL_CACHE[cache_key] = KERNEL_CACHE.pop(cache_key)
+    for n, key in enumerate(reversed(KERNEL_CACHE)):
+        if n == KEEP_OUTPUT_BUFFERS:
+            KERNEL_CACHE[key].kernel.release_output_buffers()
+            break
 
 
 class CachedKernel:

@@ -449,6 +449,12 @@ class Kernel:
             arrays.append(self._fresh_output(n, shape, o.dtype.numpy))
         return arrays
 
+    def release_output_buffers(self):
+        """Let go of the large output arrays this kernel keeps for reuse by its next call
+        (the memory is freed once the caller holds none of them either). Example:
+        ``kern.release_output_buffers()`` after the last call of a kernel kept around."""
+        self._spares.clear()
+
     def _fresh_output(self, n, shape, dtype):
         """A new output array; a large one reuses the array this kernel returned last time
         when nothing outside the kernel holds it any more (a new array from the system

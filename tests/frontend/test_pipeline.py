@@ -83,6 +83,29 @@ def test_kernel_cache_reuses_structurally_equal_graphs():
     assert F.cache_info()["compiles"] == 6
 
 
+def test_the_eager_cache_is_bounded_and_old_kernels_give_back_their_output_buffers(
+        monkeypatch):
+    from schedlang.frontend import tensor as tensor_module
+    monkeypatch.setattr(tensor_module, "MAX_EAGER_KERNELS", 6)
+    F.clear_cache()
+    n = 1 << 18      # 1 MiB of float32: a kernel keeps such an output for its next call
+    for extra in range(9):
+        a = np.ones(n + extra, np.float32)
+        np.testing.assert_array_equal((Tensor(a) * 2).numpy(), a * 2)
+    entries = list(tensor_module.KERNEL_CACHE.values())
+    assert F.cache_info() == {"compiles": 9, "hits": 0, "size": 6}
+    holding = [bool(e.kernel._spares) for e in entries]     # least recently used first
+    assert holding == [False, False, True, True, True, True], holding
+    a = np.ones(n + 3, np.float32)              # a hit moves its kernel to the recent end
+    (Tensor(a) * 2).numpy()
+    assert F.cache_info()["hits"] == 1
+    # the kernel of extra=5 fell out of the four most recent; extra=3's keeps its new output
+    assert [bool(e.kernel._spares) for e in tensor_module.KERNEL_CACHE.values()] == \
+        [False, False, True, True, True, True]
+    assert tensor_module.KERNEL_CACHE[next(reversed(tensor_module.KERNEL_CACHE))] is entries[0]
+    F.clear_cache()
+
+
 def test_default_schedule_parallel_and_vectorized():
     x = Tensor.input("x", (8, 40))
     kern = sl.compile((x @ x.T).relu() + 1)
