@@ -6,7 +6,7 @@ Example: ``s.legal_locations(g)`` is ``["root", "f.y", "f.x"]`` for a g read by 
 from __future__ import annotations
 
 from ..algo import expr as E
-from ..algo.func import Input
+from ..algo.func import Input, all_nodes
 from ..errors import ScheduleError
 from .stage_loops import var_name
 
@@ -286,10 +286,48 @@ class Placement:
         f = st.func
         selfrefs = [r for r in refs(d) if r.func is f]
         if not selfrefs:
-            return ""
+            if _writes_once_per_iteration(d):
+                return ""
+            return (f"the update of {f.name} may write one element of {f.name} at several "
+                    "iterations, and the last write wins")
         v = d.value
         if (isinstance(v, E.BinOp) and v.op in ("add", "mul", "min", "max")
                 and isinstance(v.a, E.FuncRef) and v.a.func is f and len(selfrefs) == 1
                 and all(E.same(x, y) for x, y in zip(v.a.args, d.args))):
             return ""
         return f"the update of {f.name} reads {f.name} at indices it also writes"
+
+
+def _writes_once_per_iteration(d):
+    """True when update definition ``d`` writes a different element at every iteration of
+    its reduction loops: each reduction variable is, plus a loop-invariant offset, an
+    index of its own (``f[r] = g[r]``, ``f[r.y, r.x + 1] = ...``). Then the order of the
+    iterations cannot change the result; with a repeated or data-dependent index
+    (``h[0] = A[r]``, ``h[idx[r]] = r``) the last write wins."""
+    rnames = {v.name for v in d.rvars}
+    pure = {v.name for v in d.pure_vars}
+    claimed = set()
+    for a in d.args:
+        used = E.expr_vars(a) & rnames
+        if len(used) != 1:
+            continue
+        (name,) = used
+        if _unit_offset_of(a, name, rnames | pure):
+            claimed.add(name)
+    return claimed == rnames
+
+
+def _unit_offset_of(e, name, loop_vars):
+    """Whether ``e`` is the Var ``name`` plus or minus an offset that no loop variable
+    (``loop_vars``) and no read of data changes, or such an offset minus it."""
+    while isinstance(e, E.Cast) and e.dtype.is_int:
+        e = e.value
+    if isinstance(e, E.Var) and e.name == name:
+        return True
+    if not (isinstance(e, E.BinOp) and e.op in ("add", "sub")):
+        return False
+    for this, other in ((e.a, e.b), (e.b, e.a)):     # c - r is one-to-one as r + c is
+        invariant = not (E.expr_vars(other) & loop_vars) and not all_nodes(other, E.FuncRef)
+        if invariant and _unit_offset_of(this, name, loop_vars):
+            return True
+    return False

@@ -1083,3 +1083,19 @@ def test_fused_producer_inside_a_guarded_tail_computes_nothing_past_the_edge(tai
     for h, w in [(1, 9), (2, 19), (3, 3), (5, 30), (17, 17)]:
         a = np.random.default_rng(h).standard_normal((h, w)).astype(np.float32)
         np.testing.assert_array_equal(kern(A=a), a * 2 + 1)
+
+
+def test_fused_reduction_loops_of_two_empty_extents_run_no_iteration():
+    # extents H - 1 and W - 1 are both -1 at H = W = 0: their product is no iteration
+    A = sl.Input("A", sl.float32, ("H", "W"))
+    i = sl.Var("i")
+    r = sl.RDom((0, A.shape[0] - 1), (0, A.shape[1] - 1), name="r")
+    o = sl.Func("o", shape=(1,))
+    o[i] = 0.0
+    o[0] = o[0] + A[r.x, r.y]
+    s = sl.Schedule(o)
+    s[o].update(0).fuse("r.x", "r.y")
+    kern = sl.compile(o, s)
+    for shape in [(0, 0), (1, 1), (0, 5), (3, 3), (4, 2)]:
+        a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 1
+        np.testing.assert_array_equal(kern(A=a), [a[:-1, :-1].sum()])

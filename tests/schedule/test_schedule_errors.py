@@ -908,3 +908,43 @@ def test_unroll_by_more_than_the_copy_limit_is_refused_at_the_directive():
     assert not s.trace
     s[f].unroll(i, 8)
     np.testing.assert_array_equal(sl.compile(f, s)(A=np.zeros(20, np.float32)), 1.0)
+
+
+def test_reorder_of_an_update_where_the_last_write_wins_is_refused():
+    # h[0] = A[r] and a scatter that does not read the Func: several iterations write one
+    # element, so the order of the reduction loops decides the result
+    A = sl.Input("A", sl.int32, ("N",))
+    x = sl.Var("x")
+    r = sl.RDom(A.shape[0], name="r")
+    h = sl.Func("h", shape=(1,))
+    h[x] = -1
+    h[0] = A[r]
+    s = sl.Schedule(h)
+    s[h].update(0).split(r, 4, tail="guard")
+    with pytest.raises(sl.ScheduleError, match=r"reorder\(r.i, r.o\) on h.update\(0\): it changes "
+                       r"the order .* may write one element of h at several iterations, and "
+                       "the last write wins"):
+        s[h].update(0).reorder("r.i", "r.o")
+    np.testing.assert_array_equal(sl.compile(h, s)(A=np.arange(10, dtype=np.int32) * 10), [90])
+    img = sl.Input("img", sl.int32, ("H", "W"))
+    b = sl.Var("b")
+    q = sl.RDom((0, img.shape[0]), (0, img.shape[1]), name="q")
+    g = sl.Func("g", shape=(4,))
+    g[b] = -1
+    g[sl.clamp(img[q.x, q.y], 0, 3)] = q.x * 100 + q.y
+    with pytest.raises(sl.ScheduleError, match="the last write wins"):
+        sl.Schedule(g)[g].update(0).reorder("q.y", "q.x")
+
+
+@pytest.mark.parametrize("lhs", ["r.y, r.x", "r.y + 1, 3 - r.x", "7 - r.y, r.x + 8"])
+def test_reorder_of_an_update_writing_each_element_once_is_allowed(lhs):
+    A = sl.Input("A", sl.int32, (4, 4))
+    y, x = sl.vars("y x")
+    r = sl.RDom((0, 4), (0, 4), name="r")
+    f = sl.Func("f", shape=(16, 16))
+    f[y, x] = 0
+    exec(f"f[{lhs}] = A[r.x, r.y] + r.x * 10", {"f": f, "A": A, "r": r})
+    s = sl.Schedule(f)
+    s[f].update(0).reorder("r.y", "r.x")
+    a = np.arange(16, dtype=np.int32).reshape(4, 4)
+    np.testing.assert_array_equal(sl.compile(f, s)(A=a), sl.compile(f)(A=a))
