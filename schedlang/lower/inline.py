@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..algo import expr as E
 from ..errors import AlgorithmError, ScheduleError
 from ..algo.func import Definition
+from ..schedule.stage import loop_directives
 
 
 def _expand(ctx, e, inline, memo):
@@ -37,16 +38,13 @@ def _expand(ctx, e, inline, memo):
 
 
 def _check_no_loop_directives(s, f):
-    st = s.stage_schedules(f)[0]
-    loop_ops = ("split", "fuse", "tile", "reorder", "unroll", "vectorize", "parallel",
-                "gpu_blocks", "gpu_threads", "gpu_tile", "tensorize", "bound", "store_at",
-                "double_buffer", "rfactor", "prefetch")
-    touched = [d.op for d in s.trace if d.func == f.name and d.stage == 0 and d.op in loop_ops]
-    if st.splits or any(d.kind != "serial" for d in st.dims) or touched:
-        what = touched[0] if touched else "a loop directive"
-        raise ScheduleError(f"{what} on {f.name}: {f.name} is computed inline (the default for "
-                            "a pure Func), so it has no loops of its own; add "
-                            f"s[{f.name}].compute_root() or compute_at(...) first")
+    looped = loop_directives(s, f)
+    if looped:
+        explicit = any(d.func == f.name and d.op == "compute_inline" for d in s.trace)
+        why = "compute_inline()" if explicit else "the default for a pure Func"
+        raise ScheduleError(f"{looped} on {f.name}: {f.name} is computed inline ({why}), so "
+                            f"it has no loops of its own; add s[{f.name}].compute_root() or "
+                            "compute_at(...) first")
 
 
 def inline_functions(stmt, ctx):

@@ -639,6 +639,12 @@ class StageSchedule:
         if len(f.definitions) > 1 or self.schedule._defn(f, 0).reductions:
             raise ScheduleError(f"compute_inline on {f.name}: {f.name} has a reduction or update "
                                 "stages and cannot be inlined; use compute_root or compute_at")
+        looped = loop_directives(self.schedule, f)
+        if looped:
+            raise ScheduleError(f"compute_inline on {f.name}: {looped} schedules loops of "
+                                f"{f.name}, but an inlined Func has no loops; build the "
+                                f"schedule without it, or keep {f.name} stored (compute_root "
+                                "or compute_at)")
         placed = self.schedule.placed_in(f)
         if placed:
             g, level, how = placed[0]
@@ -730,3 +736,22 @@ class StageSchedule:
 
     def __repr__(self):
         return f"<schedule of {self.name}: loops {', '.join(self.loop_names())}>"
+
+
+LOOP_DIRECTIVES = ("split", "fuse", "tile", "reorder", "unroll", "vectorize", "parallel",
+                   "gpu_blocks", "gpu_threads", "gpu_tile", "tensorize", "bound", "store_at",
+                   "double_buffer", "rfactor", "prefetch")
+
+
+def loop_directives(schedule, f):
+    """Text naming what schedules the loops of Func ``f``'s pure stage (its first loop
+    directive, or the loops a staged Func took over from its source), or '' when its loops
+    are as the algorithm gives them. Example: ``loop_directives(s, g)`` gives
+    ``'parallel(x)'`` after ``s[g].parallel(x)``."""
+    st = schedule.stage_schedules(f)[0]
+    for d in schedule.trace:
+        if d.func == f.name and d.stage == 0 and d.op in LOOP_DIRECTIVES:
+            return f"{d.op}({', '.join(str(a) for a in d.args[:1])})"
+    if st.splits or any(d.kind != "serial" for d in st.dims):
+        return f"the loops {f.name} took over when it was staged"
+    return ""

@@ -84,7 +84,7 @@ def test_loop_directives_on_an_inlined_func_are_rejected():
     f[x] = g[x] + 1
     s = sl.Schedule(f)
     s[g].vectorize(x, 8)
-    with pytest.raises(sl.ScheduleError, match=r"vectorize on g: g is computed inline.*"
+    with pytest.raises(sl.ScheduleError, match=r"vectorize\(x\) on g: g is computed inline.*"
                                                 r"compute_root"):
         sl.compile(f, s)
 

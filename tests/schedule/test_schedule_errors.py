@@ -948,3 +948,42 @@ def test_reorder_of_an_update_writing_each_element_once_is_allowed(lhs):
     s[f].update(0).reorder("r.y", "r.x")
     a = np.arange(16, dtype=np.int32).reshape(4, 4)
     np.testing.assert_array_equal(sl.compile(f, s)(A=a), sl.compile(f)(A=a))
+
+
+def _inline_pair():
+    A = sl.Input("A", sl.float32, ("N",))
+    x = sl.Var("x")
+    g = sl.Func("g")
+    g[x] = A[x] * 2
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[x] = g[x] + 1
+    return f, g, x
+
+
+def test_compute_inline_of_a_func_whose_loops_are_scheduled_is_refused_at_once():
+    f, g, x = _inline_pair()
+    s = sl.Schedule(f)
+    s[g].compute_root()
+    s[g].parallel(x)
+    with pytest.raises(sl.ScheduleError, match=r"compute_inline on g: parallel\(x\) schedules "
+                       "loops of g, but an inlined Func has no loops"):
+        s[g].compute_inline()
+    s = sl.Schedule(f)
+    s[g].compute_root()
+    s[g].split(x, 4)
+    c = s[g].cache_write("global")
+    with pytest.raises(sl.ScheduleError, match="compute_inline on g_cache: the loops g_cache "
+                       "took over when it was staged"):
+        s[c].compute_inline()
+
+
+@pytest.mark.parametrize("explicit", [True, False])
+def test_a_loop_directive_on_an_inline_func_says_why_it_is_inline(explicit):
+    f, g, x = _inline_pair()
+    s = sl.Schedule(f)
+    if explicit:
+        s[g].compute_inline()
+    s[g].split(x, 4)
+    why = r"compute_inline\(\)" if explicit else "the default for a pure Func"
+    with pytest.raises(sl.ScheduleError, match=rf"split\(x\) on g: g is computed inline \({why}\)"):
+        sl.compile(f, s)
