@@ -138,6 +138,15 @@ def _plain_name(name):
         and name not in ("sl", "name")
 
 
+def _operand_python(e, other):
+    """``expr_to_python`` of an operand; a constant of the other operand's type prints as
+    a plain literal, which takes that type back (``W % 8``, not ``W % sl.cast(sl.int64, 8)``)."""
+    if isinstance(e, E.Const) and not isinstance(other, E.Const) and e.dtype == other.dtype \
+            and not e.dtype.is_bool and repr(e.value) not in ("nan", "inf", "-inf"):
+        return repr(e.value)
+    return expr_to_python(e)
+
+
 def expr_to_python(e) -> str:
     """Python source that rebuilds a (size / Param) expression with ``sl`` and the names of
     its Vars in scope. Example: ``expr_to_python(M % 16 == 0)`` gives ``'((M % 16) == 0)'``."""
@@ -151,9 +160,10 @@ def expr_to_python(e) -> str:
         # quoted, so the printed fact parses back (schedule/fact_text.py)
         return e.name if _plain_name(e.name) else f"name({e.name!r})"
     if isinstance(e, E.BinOp):
+        a, b = _operand_python(e.a, e.b), _operand_python(e.b, e.a)
         if e.op in ("min", "max"):
-            return f"sl.{e.op}({p(e.a)}, {p(e.b)})"
-        return f"({p(e.a)} {_PYOP[e.op]} {p(e.b)})"
+            return f"sl.{e.op}({a}, {b})"
+        return f"({a} {_PYOP[e.op]} {b})"
     if isinstance(e, E.UnOp):
         return f"(-{p(e.a)})" if e.op == "neg" else f"(~{p(e.a)})"
     if isinstance(e, E.Select):

@@ -153,7 +153,11 @@ def _intermediate(schedule, f, name, rv_name, orig, kind, sp, rvars, bounds, pre
             keep_names.append(other.name)
     if kind == "whole":
         v_extent = ext
-        sub_value = E.cast(T.int32, lo + E.cast(T.int64, v))
+        lo0 = bounds[id(orig)][0]
+        if isinstance(lo0, E.Const) and lo0.value == 0:
+            sub_value = v       # as the user wrote it, for messages that print the reads
+        else:
+            sub_value = E.cast(T.int32, lo + E.cast(T.int64, v))
     else:
         F = sp.factor
         n_outer = (ext + (F - 1)) // F

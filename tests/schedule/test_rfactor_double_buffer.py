@@ -373,3 +373,17 @@ def test_double_buffering_at_a_parallel_loop_is_refused_at_the_directive(order):
     assert len(s.trace) == 2
     if first == "compute_at":       # the refused double_buffer left no mark
         np.testing.assert_array_equal(sl.compile(out, s)(A=np.ones((64, 64), np.float32)), 3.0)
+
+
+def test_errors_about_an_rfactor_intermediate_print_its_reads_as_written():
+    A = sl.Input("A", sl.float32, ("M", "K"))
+    i = sl.Var("i")
+    r = sl.RDom(A.shape[1], name="r")
+    rowsum = sl.Func("rowsum", shape=(A.shape[0],))
+    rowsum[i] = sl.sum(A[i, r])
+    s = sl.Schedule(rowsum)
+    part = s[rowsum].rfactor(r)
+    s[part].split(r, 4, tail="pad")
+    with pytest.raises(sl.ScheduleError, match=r"makes rowsum_intm read A\[i, r\] outside A's "
+                       "extent"):
+        sl.compile(rowsum, s)
