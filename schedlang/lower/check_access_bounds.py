@@ -100,7 +100,7 @@ def check_access_bounds(stmt, ctx):
                 raise _read_error(site,
                     f"{_site_name(site, ctx)} {'updates' if own else what} {f.name}[{idx}]: "
                     f"dimension {d} is indexed by a value with no bound, which may fall outside "
-                    f"0..{n}-1; clamp the index (sl.clamp)" + (
+                    f"0..{pretty(simplify(n - 1))}; clamp the index (sl.clamp)" + (
                         " or use a boundary condition such as sl.clamp_edge"
                         if kind == "call" and not own else ""))
             lo, hi = simplify(iv.lo), simplify(iv.hi)

@@ -67,7 +67,7 @@ def _build(node, names):
             return names[node.id]
         raise _NotAFact(f"{node.id!r} is not a size or Param of this pipeline")
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        return _BINARY[type(node.op)](_build(node.left, names), _build(node.right, names))
+        return _fold(node.op, _build(node.left, names), _build(node.right, names))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_build(node.operand, names))
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
@@ -84,6 +84,21 @@ def _build(node, names):
             _is_sl(node.func.value) and node.func.attr in _FUNCTIONS and not node.keywords:
         return _FUNCTIONS[node.func.attr](*(_build(a, names) for a in node.args))
     raise _NotAFact(f"'{ast.unparse(node)[:60]}' is not allowed")
+
+
+def _fold(op, a, b):
+    """``a <op> b``. Two plain ints stay within 64 bits: a fact's numbers are int64 sizes,
+    and text such as ``9**9**9`` or ``1 << 10**12`` would otherwise take Python hours or
+    all memory to compute while a schedule is read back."""
+    both_int = type(a) is int and type(b) is int
+    if both_int and ((isinstance(op, ast.Pow) and abs(a) >= 2 and b >= 64)
+                     or (isinstance(op, ast.LShift) and a != 0 and b >= 64)):
+        raise _NotAFact(f"{a} {'**' if isinstance(op, ast.Pow) else '<<'} {b} is beyond "
+                        "the int64 range of sizes")
+    out = _BINARY[type(op)](a, b)
+    if both_int and type(out) is int and abs(out) >= 2 ** 64:
+        raise _NotAFact(f"the number {_short(str(out))} is beyond the int64 range of sizes")
+    return out
 
 
 def _short(text):

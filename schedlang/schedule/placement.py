@@ -42,7 +42,18 @@ class Placement:
     def _loop_level(self, f, consumer, v, directive):
         """The level ("at", consumer, stage index, loop name) that ``directive(consumer, v)``
         on ``f`` names. ``v`` is a loop of the consumer, or a loop spelled as the legal
-        locations list it, qualified by its stage (``g.x``, ``g.update(0).r``)."""
+        locations list it, qualified by its stage (``g.x``, ``g.update(0).r``); with a
+        stage's schedule as ``consumer`` (``s[g].update(0)``), a loop of that stage."""
+        stage = None
+        if hasattr(consumer, "dims") and hasattr(consumer, "index") and \
+                hasattr(consumer, "func"):
+            # s[h].compute_at(s[g].update(0), r): the stage names itself
+            stage, consumer = consumer, consumer.func
+            if stage.schedule is not self:
+                raise ScheduleError(f"{directive}({stage.name}, {var_name(v, directive, f.name)}) "
+                                    f"on {f.name}: {stage.name} is a stage of another schedule; "
+                                    f"pass a stage of this one (s[{stage.func.name}]...) or the "
+                                    f"Func {stage.func.name} itself")
         g = self.lookup(consumer)
         name = var_name(v, directive, f.name)
         if isinstance(g, Input):
@@ -55,6 +66,14 @@ class Placement:
         if not self._uses(g, f):
             raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: {g.name} does not use "
                                 f"{f.name}. Legal locations for {f.name} are: "
+                                f"{', '.join(self.legal_locations(f))}")
+        if stage is not None:
+            if any(dm.name == name for dm in stage.dims):
+                return ("at", g, stage.index, name)
+            loops = ", ".join(dm.name for dm in stage.dims) or "none"
+            raise ScheduleError(f"{directive}({stage.name}, {name}) on {f.name}: {stage.name} "
+                                f"has no loop named {name}; its loops are: {loops}. Legal "
+                                f"locations for {f.name} are: "
                                 f"{', '.join(self.legal_locations(f))}")
         index = self._stage_of_loop(f, g, name)
         if index is not None:

@@ -239,9 +239,10 @@ class Schedule(Placement):
     def _defn(self, f, n):
         return self.stages[id(f)][n].definition
 
-    def lookup(self, key):
+    def lookup(self, key, where="s[...]"):
         """The Func or Input named ``key`` (or ``key`` itself if it is one; a frontend
-        Tensor stands for its output Func)."""
+        Tensor stands for its output Func). ``where`` is the directive a wrong key is
+        reported against (``cache_read on A``)."""
         if hasattr(key, "__schedlang_pipeline__"):
             key = key.__schedlang_pipeline__()[0]
         if isinstance(key, (Func, Input)):
@@ -261,7 +262,12 @@ class Schedule(Placement):
                     return g
             names = ", ".join(g.name for g in self.funcs + self.inputs)
             raise ScheduleError(f"no Func or Input named {key!r} in this pipeline; it has: {names}")
-        raise ScheduleError(f"s[...] takes a Func, an Input, a frontend Tensor or a name, got "
+        if isinstance(key, (StageSchedule, InputSchedule)):
+            kind = "an Input" if isinstance(key, InputSchedule) else "a Func"
+            shown = f"s[{key.func.name}]" + (f".update({key.index - 1})" if key.index else "")
+            raise ScheduleError(f"{where}: {shown} is a schedule, not {kind}; pass the "
+                                f"{kind.split()[1]} {key.func.name} itself")
+        raise ScheduleError(f"{where} takes a Func, an Input, a frontend Tensor or a name, got "
                             f"{key!r}")
 
     def __getitem__(self, key):

@@ -493,7 +493,7 @@ class StageSchedule:
         result. Example: in a row softmax, ``s[e].prefetch(X, i)`` fetches row i + 1 of X
         while row i's exponentials are computed."""
         distance = _int_like(distance)
-        g = self.schedule.lookup(source)
+        g = self.schedule.lookup(source, f"prefetch on {self.name}")
         name = var_name(v, "prefetch", self.name)
         directive = f"prefetch({g.name}, {name})"
         if not self._has_variable(name):

@@ -20,7 +20,7 @@ def cache_read(s, st, consumer, memory, name):
     src = st.func
     if st.index != 0:
         raise ScheduleError(f"cache_read on {st.name}: call it on s[{src.name}]")
-    g = s.lookup(consumer)
+    g = s.lookup(consumer, f"cache_read on {src.name}")
     if memory not in MEMORIES:
         raise ScheduleError(f"cache_read({g.name}) on {src.name}: memory must be one of "
                             f"{', '.join(MEMORIES)}, got {memory!r}")
