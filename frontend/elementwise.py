@@ -302,6 +302,10 @@ def pow(a, b):  # noqa: A001 - the op's name
             raise sl.AlgorithmError(f"pow: an integer tensor to the negative power {q.value} is "
                                     "not an integer (numpy refuses it too); cast the tensor to a "
                                     "float type first")
+        if E.is_weak(q) and q.dtype.is_float and q.value == 0.5 and E.to_expr(p).dtype.is_float:
+            # numpy and torch compute x ** 0.5 as sqrt(x): -0.0 and -inf give -0.0 and nan,
+            # where C's pow gives +0.0 and +inf
+            return sl.sqrt(p)
         return p ** q
     return elementwise("pow", fn, a, b)
 

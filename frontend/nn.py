@@ -49,6 +49,13 @@ def _axis_alias(op, axis, keepdims, dim, keepdim):
         axis = dim
     if keepdim is not None:
         keepdims = keepdim
+    if not isinstance(keepdims, (bool, np.bool_)) and not (
+            isinstance(keepdims, (int, np.integer)) and keepdims in (0, 1)):
+        # numpy's positional order sum(a, axis, dtype) would land a dtype here and keep
+        # the dims silently
+        raise sl.AlgorithmError(f"{op}: keepdims must be True or False, got {keepdims!r}; "
+                                f"to reduce in another dtype, cast first: "
+                                f"x.cast(sl.float64).{op}(axis)")
     return axis, bool(keepdims)
 
 

@@ -356,9 +356,15 @@ def pad(x, pad_width, value=0, mode="constant", *, constant_values=None):
     ``mode`` is ``"constant"`` (reads outside give ``value``, also spelled
     ``constant_values=`` as numpy; the source index is clamped so every read is provably
     in bounds), ``"edge"``, ``"reflect"``, ``"symmetric"`` or ``"wrap"``. The result keeps
-    ``x``'s dtype, as numpy.
+    ``x``'s dtype, as numpy. A mode in the fill value's place is numpy's positional
+    order: ``F.pad(x, 1, "edge")`` is ``np.pad(a, 1, "edge")``.
     """
     x = as_tensor(x, "pad")
+    if isinstance(value, str):
+        # numpy.pad's positional order, np.pad(a, 1, "edge"): the mode, not a fill value
+        if mode != "constant":
+            raise sl.AlgorithmError(f"pad: mode given twice ({value!r} and mode={mode!r})")
+        value, mode = 0, value
     if constant_values is not None:
         value = constant_values
     if mode not in PAD_MODES:

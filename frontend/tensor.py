@@ -110,6 +110,18 @@ def scalar_key(v):
     return (type(v).__name__, repr(v))
 
 
+def _values_of(data):
+    """``data`` as something numpy can read: a torch tensor that requires grad is detached
+    and a pending (lazy) negation is applied, as ``torch.tensor(t)`` does; numpy's own
+    conversion refuses both with a RuntimeError. Anything else as it is."""
+    if getattr(data, "requires_grad", False) is True and callable(getattr(data, "detach", None)):
+        data = data.detach()        # a constant's values; no gradient flows through them
+    is_neg = getattr(data, "is_neg", None)
+    if callable(is_neg) and is_neg() is True and callable(getattr(data, "resolve_neg", None)):
+        data = data.resolve_neg()
+    return data
+
+
 def is_scalar(v) -> bool:
     """True for Python numbers / bools and numpy scalars (operands that are not Tensors)."""
     return isinstance(v, (bool, int, float, np.generic))
@@ -137,8 +149,8 @@ class Tensor:
             self.__dict__.update(cast(wide, sl.bfloat16).__dict__)
             return
         try:
-            arr = np.asarray(data)
-        except (TypeError, ValueError) as e:
+            arr = np.asarray(_values_of(data))
+        except Exception as e:   # noqa: BLE001 - whatever another library's array raises
             raise sl.AlgorithmError(f"Tensor: cannot make an array of {type(data).__name__} "
                                     f"data ({e}); give a numpy array or a rectangular nested "
                                     "list of numbers") from None
@@ -251,6 +263,12 @@ class Tensor:
         return f"Tensor(op={self.op}, shape={self.shape}, dtype={self.dtype})"
 
     __hash__ = object.__hash__
+
+    def __setitem__(self, key, value):
+        # a Tensor is an expression, not storage: say how to build the changed value
+        raise sl.AlgorithmError("Tensor: item assignment (t[...] = v) is not supported, a "
+                                "Tensor is an immutable expression; build the new value "
+                                "instead, e.g. F.where(mask, v, t), F.pad or F.concat")
 
     def __bool__(self):
         raise sl.AlgorithmError("a lazy Tensor has no Python truth value; call .numpy() first")

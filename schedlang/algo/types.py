@@ -113,13 +113,16 @@ def from_numpy(dt) -> DType:
 
 
 def as_dtype(x) -> DType:
-    """Accept a DType, a numpy dtype or a type name."""
+    """Accept a DType, a numpy dtype, a torch dtype or a type name."""
     if isinstance(x, DType):
         return x
     if isinstance(x, str) and x in BY_NAME:
         return BY_NAME[x]
     if x is None:   # numpy reads None as float64; a missing type is a mistake here
         raise AlgorithmError("None is not a schedlang type; use sl.float32, sl.int32, ...")
+    if type(x).__module__ == "torch" and str(x).removeprefix("torch.") in BY_NAME:
+        # torch's dtypes (torch.float32, torch.bfloat16), by name: torch is not imported
+        return BY_NAME[str(x).removeprefix("torch.")]
     try:
         return from_numpy(x)
     except (TypeError, ValueError):
