@@ -77,7 +77,10 @@ class LLVMKernelModule:
 
     def call(self, args_address, nthreads: int) -> int:
         """Run the kernel on the uint64 argument array at ``args_address`` (an int, or a
-        ctypes array of uint64, passed by address); returns its status."""
+        ctypes array of uint64, passed by address); returns its status. Code this machine
+        cannot run is refused (CompileError) rather than run, which would kill the process."""
+        if self._cannot_run is not None and self.cannot_run:
+            raise CompileError(self.cannot_run)
         if isinstance(args_address, int):
             args_address = ctypes.c_void_p(args_address)
         return int(self._fn(args_address, int(nthreads)))

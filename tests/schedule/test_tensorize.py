@@ -70,6 +70,20 @@ def test_int8_gemm_vnni_is_exact(M, N, K):
     assert "vpdpbusd" in kern.assembly
 
 
+def test_int8_gemm_compiles_to_vpdpbusd_for_a_cpu_with_it():
+    # the instruction checks of the exactness test above, on any machine: compiled for a
+    # CPU with AVX-512 VNNI (run only where this one has it)
+    C, s, acc = lowp_gemm(12, 64, 32)
+    s[acc].tensorize("jv", vpdpbusd)
+    kern = sl.compile(C, s, target="llvm:sapphirerapids")
+    assert "vpdpbusd(" in kern.loop_ir
+    assert "llvm.x86.avx512.vpdpbusd.512" in kern.source
+    assert "vpdpbusd" in kern.assembly
+    if not host_has("avx512vnni"):
+        with pytest.raises(sl.CompileError, match="not run here"):
+            kern(A=np.zeros((12, 32), np.uint8), B=np.zeros((32, 64), np.int8))
+
+
 @needs_vnni
 def test_int8_extremes_wrap_like_int32():
     M, N, K = 6, 64, 64
