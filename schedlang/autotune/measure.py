@@ -208,22 +208,25 @@ class CompilePool:
             return
         pool.join()
 
-    def run(self, schedule_jsons, jit, deadline, per_job_timeout_s=60.0):
+    def run(self, schedule_jsons, jit, deadline, per_job_timeout_s=60.0, min_wait_s=None):
         """Lower (and with ``jit`` compile) every candidate; a candidate not done by
         ``deadline`` (a ``time.perf_counter()`` value) or within ``per_job_timeout_s`` is
-        reported as a failure of kind "timeout"."""
+        reported as a failure of kind "timeout". ``min_wait_s`` (default HANG_MIN_S): how
+        long a job is waited for before it may be given up as hung."""
         return self._map(_worker_job, [(text, jit) for text in schedule_jsons],
                          lambda text, j: lower_candidate(self.outputs, self.target, text, j,
                                                          self.threads),
-                         deadline, per_job_timeout_s)
+                         deadline, per_job_timeout_s, min_wait_s)
 
-    def compile_lowered(self, results, deadline, per_job_timeout_s=60.0):
+    def compile_lowered(self, results, deadline, per_job_timeout_s=60.0, min_wait_s=None):
         """JIT-compile candidates lowered by ``run(..., jit=False)`` (into the disk cache)."""
         return self._map(_worker_jit, [(r,) for r in results],
                          lambda r: jit_payload(self.outputs, self.target, r),
-                         deadline, per_job_timeout_s)
+                         deadline, per_job_timeout_s, min_wait_s)
 
-    def _map(self, worker_fn, arg_tuples, local_fn, deadline, per_job_timeout_s):
+    def _map(self, worker_fn, arg_tuples, local_fn, deadline, per_job_timeout_s,
+             min_wait_s=None):
+        min_wait_s = HANG_MIN_S if min_wait_s is None else min_wait_s
         if not arg_tuples:
             return []
         if self._start() is None:
@@ -246,7 +249,7 @@ class CompilePool:
                 # long as we wait for it here; one far slower than the others (a huge
                 # unrolled body in LLVM) is given up so it does not hold the round
                 done = [r.seconds for r in out if r is not None and r.ok]
-                hang_s = min(per_job_timeout_s, max(HANG_MIN_S, HANG_FACTOR * max(done, default=0)))
+                hang_s = min(per_job_timeout_s, max(min_wait_s, HANG_FACTOR * max(done, default=0)))
                 wait = min(hang_s, deadline - time.perf_counter())
                 try:
                     if wait <= 0:

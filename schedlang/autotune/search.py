@@ -217,17 +217,21 @@ class _Search:
         for _, s in items:
             self.seen.add(s.to_json())
         deadline = self.deadline
+        # a known schedule's compile is not given up as hung after HANG_MIN_S: it may take
+        # that long on a slow machine, and the search must not end slower than it
+        min_wait_s = None
         if past_budget:
             deadline = max(deadline, time.perf_counter() + KNOWN_SEED_GRACE_S)
+            min_wait_s = KNOWN_SEED_GRACE_S
         if not items or (self.left() <= 0 and not past_budget):
             return
         t0 = time.perf_counter()
         self.report.proposed += len(items)
         jsons = [s.to_json() for _, s in items]
         if n_measure is None or n_measure + keep_first >= len(items):
-            results = self.pool.run(jsons, jit=True, deadline=deadline)
+            results = self.pool.run(jsons, jit=True, deadline=deadline, min_wait_s=min_wait_s)
         else:
-            results = self.pool.run(jsons, jit=False, deadline=deadline)
+            results = self.pool.run(jsons, jit=False, deadline=deadline, min_wait_s=min_wait_s)
             ok = [k for k, r in enumerate(results) if r.ok]
             self._train()
             scores = self.model.predict([results[k].features for k in ok]) if ok else []
@@ -236,7 +240,8 @@ class _Search:
             # keep_first of ok are not those when one of them failed to lower)
             chosen = [k for k in ok if k < keep_first]
             chosen += [k for k in ranked if k not in chosen][:n_measure]
-            compiled = self.pool.compile_lowered([results[k] for k in chosen], deadline)
+            compiled = self.pool.compile_lowered([results[k] for k in chosen], deadline,
+                                                 min_wait_s=min_wait_s)
             for k, r in zip(chosen, compiled):
                 results[k] = r
             for k, r in enumerate(results):

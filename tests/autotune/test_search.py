@@ -1,6 +1,7 @@
 """The search: small problems under a tiny budget, templates, counted failures and wrong
 candidates, the budget, and the Schedule it returns."""
 import importlib
+import re
 import time
 
 import numpy as np
@@ -11,6 +12,7 @@ from schedlang.autotune import measure, tune
 from schedlang.autotune.keys import concrete_sizes
 from schedlang.autotune.space import children, realize
 from schedlang.autotune.templates import seed_schedules
+from schedlang.targets.host_cpu import vector_lanes, vector_registers
 
 from .conftest import FakeTerminal, blur, check_matmul, matmul
 
@@ -81,7 +83,9 @@ def _nhwc_conv():
 
 def test_register_tiles_apply_to_a_stored_reduction_with_channels_innermost():
     # the register tiles vectorize the channels, the chunked variant runs the input
-    # channels in passes, and the NCHW copy is parallel and vectorized
+    # channels in passes, and the NCHW copy is parallel and vectorized, each a vector
+    # register of this CPU wide (16 float32 lanes with AVX-512, 8 with AVX2)
+    lanes = vector_lanes(4)
     out, inputs, ref = _nhwc_conv()
     seeds = dict(seed_schedules([out], 2))
     chunked = [name for name in seeds if name.startswith("register_tile(sums") and "chunk" in name]
@@ -89,22 +93,30 @@ def test_register_tiles_apply_to_a_stored_reduction_with_channels_innermost():
     for name in chunked[:2]:
         s = seeds[name]
         text = str(s)
-        assert "s[sums].vectorize('k.vec', 16)" in text and "r.x.chunk" in text, text
-        assert "s[out].parallel('k')" in text and "s[out].vectorize('x', 16)" in text, text
+        assert f"s[sums].vectorize('k.vec', {lanes})" in text and "r.x.chunk" in text, text
+        assert "s[out].parallel('k')" in text and f"s[out].vectorize('x', {lanes})" in text, text
         np.testing.assert_allclose(sl.compile(out, s)(**inputs), ref, rtol=1e-4, atol=1e-3)
 
 
 def test_a_reduction_read_as_a_transpose_is_tiled_inside_its_reader():
     # the NHWC sums are computed per channel tile of the NCHW output (no whole intermediate):
-    # registers hold 8 columns x 32 channels, the output copies the tile out vectorized
+    # registers hold 8 columns x 32 channels with AVX-512 (16 accumulators of 16 lanes),
+    # 4 columns x 16 channels with AVX2 (8 accumulators of 8 lanes), the output copies the
+    # tile out vectorized
+    lanes = vector_lanes(4)
+    first = "8x2" if vector_registers() >= 32 else "4x2"
     out, inputs, ref = _nhwc_conv()
     seeds = dict(seed_schedules([out], 2))
-    inside = [n for n in seeds if n.startswith("consumer_register_tile(sums, 8x2")]
-    assert inside and not any("4x4" in n for n in seeds if n.startswith("consumer"))  # 64 > 32
+    inside = [n for n in seeds if n.startswith(f"consumer_register_tile(sums, {first}")]
+    assert inside
+    # no tile wider than the 32 channels (4x4 with AVX-512: 64 > 32)
+    consumers = [n for n in seeds if n.startswith("consumer")]
+    widths = [int(re.search(r", \d+x(\d+),", n).group(1)) * lanes for n in consumers]
+    assert widths and max(widths) <= 32, consumers
     for name in inside:
         text = str(seeds[name])
         assert "s[sums].compute_at(out, 'k.tile')" in text, text
-        assert "s[sums].vectorize('k', 16)" in text and "s[sums].unroll('x.reg')" in text, text
+        assert f"s[sums].vectorize('k', {lanes})" in text and "s[sums].unroll('x.reg')" in text, text
         assert "s[out].parallel('y')" in text and "s[wt].compute_root()" in text, text
         assert ("r.x.chunk" in text) == ("chunk=None" not in name), text
         np.testing.assert_allclose(sl.compile(out, seeds[name])(**inputs), ref, rtol=1e-4,
@@ -183,6 +195,21 @@ def test_a_given_seed_is_measured_even_when_the_budget_is_tiny():
     assert r.report.measured >= 1
     assert r.schedule.to_json() != sl.Schedule(C).to_json()
     assert r.report.best_s < r.report.default_s
+    check_matmul(sl.compile(C, r.schedule), 96)
+
+
+def test_a_given_seed_that_compiles_slowly_is_not_given_up_as_hung(monkeypatch):
+    """A known start point may take longer to compile than the wait after which a template
+    candidate is given up as hung (a Winograd conv on a slow machine): it is waited for."""
+    monkeypatch.setattr(measure, "HANG_MIN_S", 0.001)    # every compile is "slow"
+    C = matmul(96)
+    hand = sl.Schedule(C)
+    jo, ji = hand[C].split("j", 16, names=("jo", "ji"))
+    hand[C].reorder("i", "jo", "k", "ji").vectorize(ji)
+    r = tune(C, beam=1, budget_s=0.05, seeds=(hand,), jobs=2, threads=1, progress=False,
+             store=False)
+    assert not any(a == "given seed" for a, _, _ in r.report.errors), r.report.errors
+    assert r.report.measured >= 1 and r.report.best_s < r.report.default_s
     check_matmul(sl.compile(C, r.schedule), 96)
 
 
