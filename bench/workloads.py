@@ -11,6 +11,7 @@ import numpy as np
 import schedlang as sl
 from schedlang.autotune.measure import too_big_to_allocate
 from schedlang.frontend.winograd import schedule_winograd, winograd_conv3x3, winograd_tile
+from schedlang.targets.host_cpu import l2_cache_bytes, vector_lanes, vector_registers
 
 
 def parse_size(workload, text, allocates=True):
@@ -122,13 +123,17 @@ class Gemm(Workload):
         C = sl.Func("C", shape=(m, n))
         C[i, j] = sl.sum(A[i, k] * B[k, j])
         s = sl.Schedule(C)
-        # register tile: ti rows x tj columns of C (6 x 64 = 24 AVX-512 accumulators)
+        # register tile: ti rows x tj columns of C, 6 rows x 4 registers with AVX-512's 32
+        # registers (24 accumulators), 6 x 2 with AVX2's 16 (4 a row spill)
+        lanes, wide = vector_lanes(4), vector_registers() >= 32
+        tile = lanes * (4 if wide else 2)
         ti = min(6, m)
-        tj = 64 if n >= 64 else max(16 * (n // 16), n if n < 16 else 16)
-        vw = min(16, tj)
-        # panel of nc columns: its packed copy of B (k x nc floats) stays within ~512 KiB
+        tj = tile if n >= tile else max(lanes * (n // lanes), n if n < lanes else lanes)
+        vw = min(lanes, tj)
+        # panel of nc columns: its packed copy of B (k x nc floats) fills half the L2; a
+        # quarter with the AVX2 tile (Zen 3, 2048: 69 against 60 GFLOP/s with half)
         nc = tj
-        while nc * 2 <= n and kk * nc * 2 * 4 <= 512 * 1024:
+        while nc * 2 <= n and kk * nc * 2 * 4 <= l2_cache_bytes() // (2 if wide else 4):
             nc *= 2
         # accumulate each tile in registers (the staged Func), then copy it out to C
         acc = s[C].cache_write("local")
@@ -142,9 +147,12 @@ class Gemm(Workload):
         Bp = s[B].cache_read(acc, memory="global")
         s[Bp].compute_at(C, jo).vectorize(s[Bp].loop_names()[-1], vw)
         # fetch ahead what the hardware prefetcher misses: each panel's rows of B and each
-        # strip's rows of A start on a new page (1024: 1.03x cold, 2048: 1.05x, paired runs)
-        s[Bp].prefetch(B, "k", self.PREFETCH_K)
-        s[acc].prefetch(A, k, self.PREFETCH_K)
+        # strip's rows of A start on a new page (1024: 1.03x cold, 2048: 1.05x, paired runs).
+        # Not with the AVX2 tile: 6 prefetches per 12 FMAs cost more than they gained
+        # (Zen 3, 1024: 72 against 78 GFLOP/s without)
+        if wide:
+            s[Bp].prefetch(B, "k", self.PREFETCH_K)
+            s[acc].prefetch(A, k, self.PREFETCH_K)
         return C, s
 
     def low_precision_algorithm(self):

@@ -1,6 +1,6 @@
 """The fast CPU schedules the frontend gives a 2-D float32 matmul and a float32 conv2d
-(the ones `schedlang bench` uses). Matmul: a 6 x 64 tile of the result accumulated in
-AVX-512 registers (cache_write), the right operand's column panel packed once per panel
+(the ones `schedlang bench` uses). Matmul: a 6-row tile of the result accumulated in
+vector registers (cache_write; 4 registers a row with AVX-512, 2 with AVX2), the right operand's column panel packed once per panel
 (cache_read + compute_at), panels in parallel. A 1x1 conv: the image plane as one fused
 loop, 4 channels x 64 pixels in registers, input pixels copied to panels. Conv2d (groups 1): sums with output channels
 innermost, 16 or 32 channels x up to 8 columns in registers, input channels in passes whose
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import schedlang as sl
 from schedlang.algo import expr as E
+from schedlang.targets.host_cpu import l2_cache_bytes, vector_lanes, vector_registers
 
 from .tensor import transposing_reads
 
@@ -29,7 +30,8 @@ def _read_at(f, names):
 
 def gemm_schedule(s, f, is_output):
     """Schedule the float32 / float64 matmul Func ``f`` (``f[..., i, j] = sum(a[..., i, k] *
-    b[..., k, j])``, any number of leading batch dims) in ``s``: 6 x 4-register tiles in
+    b[..., k, j])``, any number of leading batch dims) in ``s``: tiles of 6 rows x 4 vector
+    registers (2 where the CPU has 16 registers, not AVX-512's 32) accumulated in
     registers, the right operand copied per column panel (transposed when it is read
     transposed, ``x @ w.T``), and the batch, the panels or the row tiles in parallel,
     whichever come first with enough of them. Returns the Funcs it scheduled, or False
@@ -38,9 +40,12 @@ def gemm_schedule(s, f, is_output):
     if len(d.args) < 2 or len(d.rvars) != 1 or f.dtype not in (sl.float32, sl.float64) \
             or f.shape is None:
         return False
-    # one AVX-512 register: 16 float32 or 8 float64 lanes; a tile is 6 rows x 4 registers
-    lanes = 16 if f.dtype == sl.float32 else 8
-    size = 4 if f.dtype == sl.float32 else 8
+    # a tile is 6 rows x 4 registers with AVX-512's 32 (24 accumulators), 6 rows x 2
+    # with 16 (AVX2: 12 accumulators; 4 per row spill, at a third of numpy's speed)
+    size = f.dtype.bytes
+    lanes = vector_lanes(size)
+    wide = vector_registers() >= 32
+    regs = 4 if wide else 2
     dims = [int(x.value) for x in f.shape]
     m, n = dims[-2:]
     kk = int(d.rvars[0].rdom.bounds[0][1].value)
@@ -49,9 +54,11 @@ def gemm_schedule(s, f, is_output):
     *batch, i, j = (a.name for a in d.args)
     k = d.rvars[0].name
     src = _read_at(f, batch + [k, j])
-    tj = 4 * lanes if n >= 4 * lanes else lanes * (n // lanes)
+    tj = regs * lanes if n >= regs * lanes else lanes * (n // lanes)
     nc = tj
-    while nc * 2 <= n and kk * nc * 2 * size <= 512 * 1024:
+    # the packed panel fills half the L2; a quarter with the AVX2 tile (Zen 3, 2048: 69
+    # against 60 GFLOP/s with half)
+    while nc * 2 <= n and kk * nc * 2 * size <= l2_cache_bytes() // (2 if wide else 4):
         nc *= 2
     acc = s[f].cache_write("local")
     if not is_output:
@@ -102,15 +109,23 @@ def matmul_schedule(s, f, is_output):
     return reduction_schedule(s, f, is_output, columns=True)
 
 
+def _accumulators():
+    """Vector registers a register tile may hold as accumulators: 16 of AVX-512's 32, 12
+    of AVX2's 16 (the rest hold the operands)."""
+    return 16 if vector_registers() >= 32 else 12
+
+
 def conv_tiles(out_width, out_channels, in_channels, taps=9):
     """(channels per register tile, columns per tile, input channels per pass) for the
-    channel-vectorized conv: 16 AVX-512 accumulators, a column count that divides the
-    output width (no guarded tiles), and a pass's weights (``taps`` = kernel area) within
-    about 40 KB so they stay in L1/L2-near while every column tile reuses them."""
-    tk = 32 if out_channels % 32 == 0 else 16
-    tx = max(d for d in range(1, 16 * 16 // tk + 1) if out_width % d == 0)
-    if tx < 4 and out_channels % 64 == 0:
-        tk, tx = 64, max(d for d in range(1, 5) if out_width % d == 0)
+    channel-vectorized conv: 16 accumulators with AVX-512 (12 with AVX2), a column count
+    that divides the output width (no guarded tiles), and a pass's weights (``taps`` =
+    kernel area) within about 40 KB so they stay in L1/L2-near while every column tile
+    reuses them."""
+    lanes, accs = vector_lanes(4), _accumulators()
+    tk = 2 * lanes if out_channels % (2 * lanes) == 0 else lanes
+    tx = max(d for d in range(1, accs * lanes // tk + 1) if out_width % d == 0)
+    if tx < 4 and out_channels % (4 * lanes) == 0:
+        tk, tx = 4 * lanes, max(d for d in range(1, accs // 4 + 1) if out_width % d == 0)
     cc = max(d for d in range(1, in_channels + 1)
              if in_channels % d == 0 and (d == 1 or d * taps * tk * 4 <= 40 * 1024))
     return tk, tx, cc
@@ -166,8 +181,9 @@ def _schedule_nhwc_sums(s, acc, o=None):
     tk, tx, cc = conv_tiles(wo, ko, c, ky * kx)
     co, ci = s[acc].split(rc, cc, names=(f"{rc}.o", f"{rc}.i"))
     xo, xi = s[acc].split(x, tx, names=(f"{x}.o", f"{x}.i"))
-    s[acc].reorder(co, xo, ci, ry, rx, xi, o).vectorize(o, 16).unroll(xi)
-    if tk > 16:
+    lanes = vector_lanes(4)
+    s[acc].reorder(co, xo, ci, ry, rx, xi, o).vectorize(o, lanes).unroll(xi)
+    if tk > lanes:
         s[acc].unroll(f"{o}.o")
     return tk
 
@@ -197,7 +213,7 @@ def _order_conv_loops(s, f, acc, outer, inner, channel_tiles):
         c, ky, kx, o = (a.name for a in wt.definitions[0].args)
         if tiles_outermost:
             s[wt].compute_at(f, ko)
-            s[wt].reorder(c, ky, kx, o).vectorize(o, 16)
+            s[wt].reorder(c, ky, kx, o).vectorize(o, vector_lanes(4))
         else:
             oo, oi = s[wt].split(o, 16, names=(f"{o}.o", f"{o}.i"))
             s[wt].reorder(oo, c, ky, kx, oi).vectorize(oi).parallel(oo)
@@ -221,9 +237,10 @@ def conv_schedule(s, f, is_output):
         # one register tile (tk channels x tx columns) is summed over the whole reduction,
         # then written out transposed: 1.07x over sums kept for a row in passes of inputs
         tk, tx, _ = conv_tiles(x_ext, o_ext, 1)
+        lanes = vector_lanes(4)
         if tx < 4 <= x_ext:
             # no divisor of the width fits: the last tile shifts back over the one before
-            tx = min(16 * 16 // tk, x_ext)
+            tx = min(_accumulators() * lanes // tk, x_ext)
         ko, ki = s[f].split(o, tk, names=(f"{o}.o", f"{o}.i"))
         xo, xi = s[f].split(x, tx, names=(f"{x}.o", f"{x}.i"))
         _order_conv_loops(s, f, acc, (n, y, ko), (xo, ki, xi), o_ext // tk)
@@ -231,20 +248,22 @@ def conv_schedule(s, f, is_output):
         s[acc].compute_at(f, xo)
         *_, ax, ao = (a.name for a in acc.definitions[0].args)
         s[acc].reorder(*(v.name for v in acc.definitions[0].rvars), ax, ao)
-        s[acc].vectorize(ao, 16).unroll(ax)
-        if tk > 16:
+        s[acc].vectorize(ao, lanes).unroll(ax)
+        if tk > lanes:
             s[acc].unroll(f"{ao}.o")
         return [f, acc] + _conv_weights(acc)
     if len(d.rvars) != 3:
         return False
     _, o_ext, _, x_ext = (int(v.value) for v in f.shape)
-    lanes = 512 // f.dtype.bits         # one AVX-512 register: 16 float32, 8 float64
+    lanes = vector_lanes(f.dtype.bytes)
     if x_ext < 16:
         return False
     n, o, y, x = (a.name for a in d.args)
     r = [v.name for v in d.rvars]
-    # a tile of 8 channels x 2 or 4 registers of columns (16 float64 accumulators)
-    tx = 32 if x_ext >= 32 and lanes == 16 else 16
+    # a tile of 8 channels x 2 registers of columns with AVX-512 (16 accumulators), of
+    # 6 channels x 2 registers with AVX2 (12)
+    wide = vector_registers() >= 32
+    tx = 2 * lanes if x_ext >= 2 * lanes else lanes
     acc = s[f].cache_write("local")
     if not is_output:
         s[f].compute_root()
@@ -252,7 +271,7 @@ def conv_schedule(s, f, is_output):
     # the one before (the tile stays 8 channels, so its accumulators stay registers), and
     # fewer than 8 make one tile (12 channels were 12x slower than torch in the generic
     # schedule)
-    to = min(8, o_ext)
+    to = min(8 if wide else 6, o_ext)
     oo, oi = s[f].split(o, to, names=(f"{o}.o", f"{o}.i"),
                         tail="shift" if o_ext % to else "auto")
     xo, xi = s[f].split(x, tx, names=(f"{x}.o", f"{x}.i"))
@@ -302,16 +321,22 @@ def pointwise_conv_schedule(s, f, is_output):
         s[f].compute_root()
     p = s[f].fuse(y, x, f"{y}_{x}")
     pb, pi = s[f].split(p, block, names=(f"{p}.block", f"{p}.in"))
-    # 8 channels x 32 pixels measured 1.25x over 4 x 64: half the pixel loads per FMA
-    regs = 8 if o_ext % 8 == 0 else 4
-    pt, pv = s[f].split(pi, 256 // regs, names=(f"{p}.tile", f"{p}.vec"))
+    # 8 channels x 32 pixels measured 1.25x over 4 x 64 with AVX-512's 16 accumulators:
+    # half the pixel loads per FMA; with AVX2's 16 registers, 4 channels x 2 registers
+    lanes = vector_lanes(4)
+    if vector_registers() >= 32:
+        regs = 8 if o_ext % 8 == 0 else 4
+        pixels = 256 // regs
+    else:
+        regs, pixels = 4, 2 * lanes
+    pt, pv = s[f].split(pi, pixels, names=(f"{p}.tile", f"{p}.vec"))
     ot, oreg = s[f].split(o, regs, names=(f"{o}.tile", f"{o}.reg"))
     s[f].reorder(n, pb, ot, pt, r, oreg, pv)
-    s[f].parallel(pb).vectorize(pv, 16).unroll(oreg).unroll(f"{pv}.o")
+    s[f].parallel(pb).vectorize(pv, lanes).unroll(oreg).unroll(f"{pv}.o")
     src = _read_at(f, [n, r, y, x])
     if src is not None:
         panel = s[src].cache_read(f, memory="global")
-        s[panel].compute_at(f, pb).vectorize(s[panel].loop_names()[-1], 16)
+        s[panel].compute_at(f, pb).vectorize(s[panel].loop_names()[-1], lanes)
     return [f]
 
 
@@ -340,7 +365,7 @@ def softmax_schedule(s, f, is_output):
         return False
     cols = int(f.shape[-1].value)
     row, col = d.args[-2].name, d.args[-1].name
-    reg = 512 // f.dtype.bits        # elements in one AVX-512 register
+    reg = vector_lanes(f.dtype.bytes)        # elements in one vector register
     vw = reg if cols >= reg else 1
     lanes = 4 * reg if cols >= 16 * reg else vw
     s[f].parallel(d.args[0].name).vectorize(col, vw)

@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import schedlang as sl
+from schedlang.targets.host_cpu import vector_lanes, vector_registers
 
 from .matmul_schedule import funcs_read
 
@@ -146,7 +147,11 @@ def schedule_winograd(s, conv):
     f, x_t, w_t, u, v, prod, tiles = (conv.out, conv.x_t, conv.w_t, conv.u, conv.v,
                                       conv.prod, conv.tiles)
     n, k, y, x = (a.name for a in f.definitions[0].args)
-    kt = 32 if o_ % 32 == 0 else 16
+    # register tile of the products: up to 7 rows of tiles x 2 vectors of output channels
+    # with AVX-512's 32 registers; with AVX2's 16, up to 12 accumulators in all
+    lanes = vector_lanes(4)
+    kt = 2 * lanes if o_ % (2 * lanes) == 0 else lanes
+    max_rows = 7 if vector_registers() >= 32 else 12 // (kt // lanes)
     blocked = (m + 2) ** 2 * c_ * o_ * 4 > ROW_FILTER_TILE_BYTES
     s[f].split(y, m, names=("y.tile", "y.in"))
     s[f].split(x, m, names=("x.tile", "x.in"))
@@ -172,15 +177,15 @@ def schedule_winograd(s, conv):
     s[u].reorder("c", "p", "k").vectorize("k", 16).unroll("p")
     # a tile's input transform for 16 channels at a time, every position from the same loads
     s[v].vectorize("c", 16).reorder("n", "ty", "tx", "c.o", "p", "c.i").unroll("p")
-    # register tile: rows of tiles (broadcast) x 32 or 16 output channels (vectors)
-    rows = max(d for d in range(1, 8) if tw % d == 0)
+    # register tile: rows of tiles (broadcast) x kt output channels (vectors)
+    rows = max(d for d in range(1, max_rows + 1) if tw % d == 0)
     if rows < 4 <= tw:
-        rows = min(7, tw)
+        rows = min(max_rows, tw)
     s[prod].split("tx", rows, names=("tx.o", "tx.i"))
     s[prod].split("k", kt, names=("k.o", "k.i"))
     s[prod].reorder("n", "p", "ty", "tx.o", "k.o", "c_in", "tx.i", "k.i")
-    s[prod].vectorize("k.i", 16).unroll("tx.i")
-    if kt > 16:
+    s[prod].vectorize("k.i", lanes).unroll("tx.i")
+    if kt > lanes:
         s[prod].unroll("k.i.o")
     s[tiles].vectorize("k", 16).reorder("n", "ty", "tx", "k.o", "ai", "bi", "k.i")
     s[tiles].unroll("ai").unroll("bi")

@@ -208,11 +208,6 @@ def machine_id(target="llvm"):
     return f"{model} | {cpu} | {feat_hash}"
 
 
-def host_features():
-    """The host CPU's LLVM feature string (``+avx512f,...``).
-    Example: ``"+avx512f" in host_features()``."""
-    from ..targets.llvm_jit import _resolve_target
-    return _resolve_target("llvm")[1]
 
 
 def check_threads(threads, where="autotune"):

@@ -27,7 +27,7 @@ from __future__ import annotations
 from ..algo import expr as E
 from ..errors import ScheduleError
 from ..schedule.schedule import Schedule
-from .keys import host_features
+from ..targets.host_cpu import host_features, vector_lanes
 from .space import extents_of, reads
 
 # Register-tile shapes (rows unrolled, vectors per row) by register file: 32 vector
@@ -46,9 +46,7 @@ STENCIL_TILES = [(16, 1024), (32, 256), (8, 512), (64, 128), (4, 2048)]
 def vector_width(dtype_bytes=4, features=None):
     """SIMD lanes for elements of ``dtype_bytes`` on this CPU (AVX-512: 64 bytes, AVX: 32,
     else 16). Example: ``vector_width(4)`` is 16 on an AVX-512 machine."""
-    feats = host_features() if features is None else features
-    vec_bytes = 64 if "+avx512f" in feats else (32 if "+avx" in feats else 16)
-    return max(1, vec_bytes // max(1, dtype_bytes))
+    return vector_lanes(dtype_bytes, features)
 
 
 def _register_tiles(features=None):

@@ -9,6 +9,7 @@ import schedlang as sl
 import schedlang.frontend as F
 from schedlang.frontend import Tensor
 from schedlang.frontend.tensor import topo_order
+from schedlang.targets.host_cpu import vector_lanes, vector_registers
 
 from .conftest import check
 
@@ -295,14 +296,18 @@ def test_conv2d_gets_the_register_tiled_schedule():
     w = rng.standard_normal((16, 4, 3, 3), dtype=np.float32)
     x, wt = Tensor.input("x", a.shape), Tensor.input("w", w.shape)
     ref = _conv3x3_pad1(a, w)
-    # groups 1, 16 output channels: sums with channels innermost, vectorized over channels,
-    # whether the conv is the output (computed per row of it) or feeds a relu (stored)
+    # groups 1, 16 output channels: sums with channels innermost, vectorized over channels
+    # (one vector register of float32: 16 lanes with AVX-512, 8 with AVX2), whether the
+    # conv is the output (computed per row of it) or feeds a relu (stored)
+    lanes = vector_lanes(4)
     for y, expect in ((F.conv2d(x, wt, padding=1), ref),
                       (F.conv2d(x, wt, padding=1).relu(), np.maximum(ref, 0))):
         kern = sl.compile(y)
         ir = kern.loop_ir
         assert "conv2d_nhwc" in ir and "conv2d_weights" in ir and "parallel" in ir
-        assert re.search(r"conv2d_nhwc\w*\[ramp\([^\]]*, 1, 16\)\]", ir)   # channel vectors
+        # channel vectors, one register wide
+        assert re.search(rf"conv2d_nhwc\w*\[ramp\([^\]]*, 1, {lanes}\)\]", ir), ir
+        assert not re.search(rf"conv2d_nhwc\w*\[ramp\([^\]]*, 1, {2 * lanes}\)\]", ir), ir
         np.testing.assert_allclose(kern(x=a, w=w), expect, rtol=1e-4, atol=1e-4)
 
 
@@ -339,8 +344,10 @@ def test_conv2d_of_many_channels_runs_channel_tiles_outermost_with_their_weights
 
 
 def test_conv2d_of_a_prime_width_keeps_wide_register_tiles():
-    # 23 columns have no divisor between 4 and 16: tiles of 16 columns, the last one
-    # shifted back over the one before, instead of one column per tile
+    # 23 columns have no divisor between 4 and 16: tiles of as many columns as the
+    # accumulators hold for 16 channels (16 of AVX-512's 16-lane registers: 16 columns;
+    # 12 of AVX2's 8-lane ones: 6), the last one shifted back over the one before, instead
+    # of one column per tile
     import schedlang as sl
     import schedlang.frontend as F
     from schedlang.frontend import Tensor
@@ -349,7 +356,9 @@ def test_conv2d_of_a_prime_width_keeps_wide_register_tiles():
     w = rng.standard_normal((16, 8, 3, 3), dtype=np.float32)
     x, wt = Tensor.input("x", a.shape), Tensor.input("w", w.shape)
     kern = sl.compile(F.conv2d(x, wt, padding=1))
-    assert re.search(r"min\(\S+ \* 16, 7\)", kern.loop_ir), kern.loop_ir
+    accumulators = 16 if vector_registers() >= 32 else 12
+    cols = accumulators * vector_lanes(4) // 16
+    assert re.search(rf"min\(\S+ \* {cols}, {23 - cols}\)", kern.loop_ir), kern.loop_ir
     np.testing.assert_allclose(kern(x=a, w=w), _conv3x3_pad1(a, w), rtol=1e-4, atol=1e-4)
 
 
@@ -409,7 +418,14 @@ def test_pointwise_conv2d_of_eight_channels_keeps_8_by_32_register_tiles():
     w = rng.standard_normal((16, 24, 1, 1), dtype=np.float32)
     kern = sl.compile(F.conv2d(Tensor.input("x", a.shape), Tensor.input("w", w.shape)))
     text = str(kern.schedule)
-    assert "split('i1', 8" in text and ", 32, " in text, text
+    # 8 channels x 32 pixels with AVX-512's 32 registers; 4 channels x 2 registers of
+    # pixels with AVX2's 16
+    if vector_registers() >= 32:
+        regs, pixels = 8, 32
+    else:
+        regs, pixels = 4, 2 * vector_lanes(4)
+    assert f"split('i1', {regs}," in text and f", {pixels}, " in text, text
+    assert re.search(rf"split\('\w+\.in', {pixels},", text), text
     np.testing.assert_allclose(kern(x=a, w=w), np.einsum("kc,nchw->nkhw", w[:, :, 0, 0], a),
                                rtol=1e-4, atol=1e-4)
 
@@ -443,7 +459,7 @@ def test_softmax_over_rows_is_computed_a_row_at_a_time(shape, dtype):
     # partial results (rfactor), not as whole-matrix buffers
     first = ir.splitlines()[0]
     assert first.lstrip().startswith("parallel for"), ir
-    lanes = 512 // dtype.bits       # one AVX-512 register
+    lanes = vector_lanes(dtype.bits // 8)       # one vector register of this CPU
     assert "_intm" in ir and ("ramp(" in ir) == (shape[-1] >= lanes)
     if shape[-1] >= lanes:
         assert f", 1, {lanes})" in ir and f", 1, {2 * lanes})" not in ir
@@ -669,13 +685,15 @@ def test_a_conv_whose_channels_8_does_not_divide_keeps_register_tiles(out_channe
 
 @pytest.mark.parametrize("shape", [(64, 48, 96), (37, 70, 100), (6, 8, 8)])
 def test_a_float64_matmul_takes_the_register_tiles_with_8_lanes(shape):
-    # 6 rows x 4 registers of 8 doubles; it was the generic schedule, 11x slower than torch
+    # 6 rows x 4 registers of 8 doubles with AVX-512 (6 x 2 registers of 4 doubles with
+    # AVX2); it was the generic schedule, 11x slower than torch
     M, K, N = shape
     rng = np.random.default_rng(12)
     a, b = rng.standard_normal((M, K)), rng.standard_normal((K, N))
     y = Tensor.input("a", (M, K), sl.float64) @ Tensor.input("b", (K, N), sl.float64)
     kern = sl.compile(y)
-    assert "cache_write" in str(kern.schedule) and "vectorize('i1.v', 8)" in str(kern.schedule)
+    lanes = vector_lanes(8)
+    assert "cache_write" in str(kern.schedule) and f"vectorize('i1.v', {lanes})" in str(kern.schedule)
     np.testing.assert_allclose(kern(a=a, b=b), a @ b, rtol=1e-12, atol=1e-12)
     yt = Tensor.input("a", (M, K), sl.float64) @ Tensor.input("b", (N, K), sl.float64).T
     np.testing.assert_allclose(sl.compile(yt)(a=a, b=np.ascontiguousarray(b.T)), a @ b,
@@ -686,7 +704,8 @@ def test_a_float64_matmul_takes_the_register_tiles_with_8_lanes(shape):
                                    ((2, 6, 19, 40), (12, 6, 3, 3), 2, 1),
                                    ((1, 8, 9, 33), (16, 4, 3, 3), 1, 2)])
 def test_a_float64_conv_takes_the_register_tiles_with_8_lanes(shape):
-    # 8 channels x 2 registers of 8 doubles; it was the generic schedule (slower than torch)
+    # 8 channels x 2 registers of 8 doubles with AVX-512 (6 x 2 registers of 4 doubles
+    # with AVX2); it was the generic schedule (slower than torch)
     xs, ws, stride, groups = shape
     rng = np.random.default_rng(12)
     x = rng.standard_normal(xs)
@@ -695,7 +714,9 @@ def test_a_float64_conv_takes_the_register_tiles_with_8_lanes(shape):
                                padding=1, stride=stride, groups=groups))
     assert "cache_write" in str(kern.schedule)
     tiles = [ln for ln in kern.loop_ir.splitlines() if "_cache[" in ln]
-    assert any(", 1, 8)]" in ln for ln in tiles) and not any(", 1, 16)]" in ln for ln in tiles)
+    lanes = vector_lanes(8)
+    assert any(f", 1, {lanes})]" in ln for ln in tiles), tiles
+    assert not any(f", 1, {2 * lanes})]" in ln for ln in tiles), tiles
     torch = pytest.importorskip("torch")
     ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1,
                                      stride=stride, groups=groups).numpy()
