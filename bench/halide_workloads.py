@@ -28,6 +28,8 @@ import os
 
 import numpy as np
 
+from schedlang.targets.host_cpu import vector_lanes, vector_registers
+
 
 def halide_available():
     """True when the ``halide`` package imports (the Halide rows are then possible).
@@ -131,10 +133,14 @@ def _matmul(hl, m, n, kk):
     consecutive floats) and then, per cache tile of 512 columns, a packed 256 x 512 panel
     of B that stays in L2 while row tiles run over it in parallel. C is updated once per
     k block from the registers. (A 32 x 8 register tile with unblocked k, the other
-    classic choice, measured up to 10% slower at 1024 and far slower at 2048.)"""
-    rj = _largest_tile(n, (64, 32, 16))        # register tile: columns (vector lanes)
+    classic choice, measured up to 10% slower at 1024 and far slower at 2048.) Where the
+    CPU has 16 vector registers (AVX2), the tile is 6 rows x 2 vectors (12 ymm
+    accumulators), as in BLIS's Haswell kernel: the AVX-512 tile spills there."""
+    lanes = vector_lanes(4)
+    vecs = (4, 2, 1) if vector_registers() >= 32 else (2, 1)
+    rj = _largest_tile(n, tuple(v * lanes for v in vecs))   # register tile: columns
     ri = min(6, m)                             # register tile: rows
-    vw = min(16, rj)
+    vw = min(lanes, rj)
     kc = min(256, kk)                          # k block
     nc = min(512, -(-n // rj) * rj)            # columns per packed panel of B
     A = hl.ImageParam(hl.Float(32), 2, "A")
@@ -185,7 +191,8 @@ def _conv(hl, w):
     once per call so that output channels are adjacent, the input is zero-padded once,
     and each finished tile is transposed into the NCHW output. A 1x1, stride-1
     convolution of one image is a GEMM (weights K x C times the image C x HW) and runs as
-    ``_matmul``."""
+    ``_matmul``. Where the CPU has 16 vector registers (AVX2), the tile is 2 vectors of
+    channels x 6 columns (12 accumulators)."""
     nb, cin, h, wd, kout = w.size
     kk, st, pad = w.kernel, w.stride, w.pad
     ho, wo = w.out_hw()
@@ -193,9 +200,12 @@ def _conv(hl, w):
         C, A, B = _matmul(hl, kout, h * wd, cin)
         return C, [("W", A, (kout, cin)), ("X", B, (cin, h * wd))], (kout, h * wd), \
             (1, kout, ho, wo)
-    tk = _largest_tile(kout, (64, 48, 32, 16))
-    vw = min(16, tk)
-    tx = min(4, wo)
+    lanes = vector_lanes(4)
+    if vector_registers() >= 32:
+        tk, tx = _largest_tile(kout, (4 * lanes, 3 * lanes, 2 * lanes, lanes)), min(4, wo)
+    else:
+        tk, tx = _largest_tile(kout, (2 * lanes, lanes)), min(6, wo)
+    vw = min(lanes, tk)
     X = hl.ImageParam(hl.Float(32), 4, "X")
     W = hl.ImageParam(hl.Float(32), 4, "W")
     x, y, c, n, k, ki, ko, xi, xo, rx, ry = [
