@@ -10,6 +10,7 @@ import numpy as np
 
 import schedlang as sl
 from schedlang.autotune.measure import too_big_to_allocate
+from schedlang.frontend.matmul_schedule import conv_tiles, pointwise_tile
 from schedlang.frontend.winograd import schedule_winograd, winograd_conv3x3, winograd_tile
 from schedlang.targets.host_cpu import l2_cache_bytes, vector_lanes, vector_registers
 
@@ -350,16 +351,14 @@ class Conv(Workload):
             s[out].parallel(y).vectorize(x, 16 if wo >= 16 else 1)
             s[acc].compute_at(out, y)
             return out, s
-        # register tile: tk output channels (tk / 16 vectors) x tx columns, 16 accumulators;
-        # tx divides the output width where it can, so no tile needs a guard
-        tk = 32 if k_ % 32 == 0 else 16
-        tx = max(d for d in range(1, 16 * 16 // tk + 1) if wo % d == 0)
-        if tx < 4 and k_ % 64 == 0:
-            tk = 64
-            tx = max(d for d in range(1, 5) if wo % d == 0)
+        # register tile: tk output channels (tk / lanes vectors) x tx columns, 16
+        # accumulators with AVX-512 (12 with AVX2's 16 registers); tx divides the output
+        # width where it can, so no tile needs a guard
+        lanes = vector_lanes(4)
+        tk, tx, _ = conv_tiles(wo, k_, c_, kk * kk)
         if tx < 4 <= wo:
             # no divisor of the width fits: the last tile shifts back over the one before
-            tx = min(16 * 16 // tk, wo)
+            tx = min((16 if vector_registers() >= 32 else 12) * lanes // tk, wo)
         # one tile is computed over the whole reduction in registers, then written out
         # transposed (its tx columns of each channel are adjacent in NCHW); measured 1.07x
         # over sums kept for a whole row of columns and input channels run in passes
@@ -374,20 +373,20 @@ class Conv(Workload):
         s[acc].compute_at(out, xo)
         # all kh x kw x tx x tk/16 FMAs of one input channel and kernel row unrolled; the
         # prefetches the unrolled reads of one image row carry merge into one per line
-        s[acc].reorder("r.x", "r.y", "r.z", x, k).vectorize(k, 16).unroll(x).unroll("r.z")
-        if tk > 16:
+        s[acc].reorder("r.x", "r.y", "r.z", x, k).vectorize(k, lanes).unroll(x).unroll("r.z")
+        if tk > lanes:
             s[acc].unroll("k.o")
         # while one output row is computed, the input rows of the next one are fetched:
         # a stride-2 layer then reads its image from memory at the pace of its FMAs
         # (8% faster after a cache flush than without, one thread; 0.29 -> 0.26 ms)
         s[acc].prefetch(X, y, 1)
-        s[wt].compute_root().vectorize(k, 16).parallel(c)
+        s[wt].compute_root().vectorize(k, lanes).parallel(c)
         return out, s
 
     def _pointwise(self, X, W, plane):
         """A 1x1 conv is a matrix product of the weights and the image plane: the plane is
         one fused loop (its rows folded back into one dense index), tiles of 8 output
-        channels x 32 pixels (or 4 x 64) accumulate in registers, and each block of pixels
+        channels x 32 pixels (or 4 x 64; 4 x 16 with AVX2) accumulate in registers, and each block of pixels
         of all input channels is first copied to a contiguous panel (64 rows of a 12
         KB-strided image would each touch another page)."""
         n_, c_, h, w, k_ = self.size
@@ -399,16 +398,17 @@ class Conv(Workload):
         s = sl.Schedule(out)
         p = s[out].fuse(y, x, "p")
         s[out].split(p, block, names=("p.block", "p.in"))
-        # 8 channels x 32 pixels measured 1.25x over 4 x 64: half the pixel loads per FMA
-        regs = 8 if k_ % 8 == 0 else 4
-        s[out].split("p.in", 256 // regs, names=("p.tile", "p.vec"))
+        # 8 channels x 32 pixels with AVX-512 (4 x 2 registers with AVX2, pointwise_tile)
+        regs, pixels = pointwise_tile(k_)
+        lanes = vector_lanes(4)
+        s[out].split("p.in", pixels, names=("p.tile", "p.vec"))
         s[out].split(k, regs, names=("k.tile", "k.reg"))
         # the sums of a tile stay in registers over the whole reduction
         s[out].reorder(n, "p.block", "k.tile", "p.tile", "r", "k.reg", "p.vec")
-        s[out].parallel("p.block").vectorize("p.vec", 16).unroll("k.reg")
+        s[out].parallel("p.block").vectorize("p.vec", lanes).unroll("k.reg")
         s[out].unroll("p.vec.o")
         panel = s[X].cache_read(out, memory="global", name="X_panel")
-        s[panel].compute_at(out, "p.block").vectorize(s[panel].loop_names()[-1], 16)
+        s[panel].compute_at(out, "p.block").vectorize(s[panel].loop_names()[-1], lanes)
         return out, s
 
     def inputs(self):

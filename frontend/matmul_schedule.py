@@ -300,6 +300,17 @@ def conv_nhwc_schedule(s, acc, is_output):
     return [acc] + _conv_weights(acc)
 
 
+def pointwise_tile(out_channels):
+    """(output channels, pixels) of a 1x1 conv's register tile: 8 x 32 with AVX-512's 32
+    registers (16 accumulators; 1.25x over 4 x 64: half the pixel loads per FMA), 4 x 64
+    when 8 does not divide the channels; 4 channels x 2 registers with AVX2's 16.
+    Example: ``pointwise_tile(64)`` is (8, 32) on an AVX-512 machine."""
+    if vector_registers() >= 32:
+        regs = 8 if out_channels % 8 == 0 else 4
+        return regs, 256 // regs
+    return 4, 2 * vector_lanes(4)
+
+
 def pointwise_conv_schedule(s, f, is_output):
     """Schedule a 1x1 conv ``f[n, o, y, x] = sum over c of w[o, c] * x[n, c, y, x]``: the
     image plane is one fused loop cut in blocks (in parallel), 8 output channels x 32
@@ -321,14 +332,8 @@ def pointwise_conv_schedule(s, f, is_output):
         s[f].compute_root()
     p = s[f].fuse(y, x, f"{y}_{x}")
     pb, pi = s[f].split(p, block, names=(f"{p}.block", f"{p}.in"))
-    # 8 channels x 32 pixels measured 1.25x over 4 x 64 with AVX-512's 16 accumulators:
-    # half the pixel loads per FMA; with AVX2's 16 registers, 4 channels x 2 registers
     lanes = vector_lanes(4)
-    if vector_registers() >= 32:
-        regs = 8 if o_ext % 8 == 0 else 4
-        pixels = 256 // regs
-    else:
-        regs, pixels = 4, 2 * lanes
+    regs, pixels = pointwise_tile(o_ext)
     pt, pv = s[f].split(pi, pixels, names=(f"{p}.tile", f"{p}.vec"))
     ot, oreg = s[f].split(o, regs, names=(f"{o}.tile", f"{o}.reg"))
     s[f].reorder(n, pb, ot, pt, r, oreg, pv)
