@@ -101,7 +101,8 @@ class Gemm(Workload):
     def __init__(self, size, dtype="float32"):
         super().__init__(size)
         if dtype not in self.DTYPES:
-            raise SystemExit(f"--dtype {dtype!r}: gemm runs {', '.join(self.DTYPES)}")
+            raise SystemExit(f"--dtype {dtype!r}: gemm runs {', '.join(self.DTYPES)}; choose "
+                             "from those, e.g. --dtype float32,int8")
         self.dtype = dtype
         self.unit = "GOP/s" if dtype == "int8" else "GFLOP/s"
 

@@ -417,14 +417,27 @@ def cmd_bench(args):
         args.size = list(dict.fromkeys(args.size))     # a size given twice is measured once
     from schedlang.compiler import check_target
     check_target(args.target)
+    if args.csv and args.plot and os.path.realpath(args.csv) == os.path.realpath(args.plot):
+        # the plot would be written over the CSV after it: the rows would be lost
+        raise SystemExit(f"--csv {args.csv} and --plot {args.plot} name the same file; give "
+                         "each its own, e.g. --csv rows.csv --plot rates.png")
     for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
         if path:
             _check_writable(flag, path)
     if args.plot:
         _check_plot_format(args.plot)
-    for n in names:             # every --size is checked before anything is tuned or measured
-        for size in args.size or []:
-            make_workload(n, size, args.stride, args.kernel)
+    if "gemm" in names:
+        if not args.dtype:
+            raise SystemExit("--dtype: name at least one gemm type, e.g. --dtype float32,int8")
+        args.dtype = list(dict.fromkeys(args.dtype))
+    # every --size and --dtype is checked before anything is tuned or measured
+    for n in names:
+        for size in args.size or list(WORKLOADS[n].default_sizes):
+            for dtype in (args.dtype if n == "gemm" else ["float32"]):
+                w = make_workload(n, size, args.stride, args.kernel, dtype)
+                if dtype != "float32":
+                    # builds no code; refuses a shape the dot-product instruction cannot take
+                    w.algorithm()
     beam_json = {}
     if args.beam:
         # tune here, once per thread count (the tuning database keys schedules by it),
@@ -539,7 +552,24 @@ def cmd_tune(args):
     sys.stdout.flush()
 
 
+def _warning_line(message, category, filename, lineno, line=None):
+    """A warning on the command line: its message alone, not the library file and source
+    line it was raised from (which read like a traceback to a user)."""
+    text = str(message)
+    return (text if text.startswith("schedlang") else f"schedlang: {text}") + "\n"
+
+
 def main(argv=None):
+    import warnings
+    saved = warnings.formatwarning
+    warnings.formatwarning = _warning_line
+    try:
+        return _main(argv)
+    finally:        # a caller in the same process keeps its own warning format
+        warnings.formatwarning = saved
+
+
+def _main(argv):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["_measure"]:
         workload, size, threads, compare, target, stride, kernel, dtype = argv[1:9]
@@ -554,6 +584,8 @@ def main(argv=None):
                            int(stride), int(kernel), dtype, beam, beam_schedule_json)
         except SchedlangError as e:     # the parent shows this line, not a traceback
             raise SystemExit(f"schedlang bench: {type(e).__name__}: {e}") from None
+        except KeyboardInterrupt:       # Ctrl-C reaches the whole group; the parent says it
+            return 130
         print(json.dumps(rows))
         return 0
     p = argparse.ArgumentParser(prog="schedlang", description=__doc__.splitlines()[0])
@@ -607,6 +639,12 @@ def main(argv=None):
             cmd_show(args)
     except SchedlangError as e:     # a user mistake (a bad target, schedule, ...): no traceback
         raise SystemExit(f"schedlang {args.cmd}: {type(e).__name__}: {e}") from None
+    except KeyboardInterrupt:
+        # Ctrl-C (a long tune or bench): one line, not the traceback of wherever it landed
+        print(f"schedlang {args.cmd}: interrupted"
+              + ("; nothing was stored in the tuning database" if args.cmd == "tune" else ""),
+              file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # the reader went away (``schedlang show gemm | head``): stop quietly, as cat does;
         # stdout now points at nothing so that the interpreter's final flush cannot fail

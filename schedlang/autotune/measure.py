@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import pickle
 import re
+import signal
 import sys
 import threading
 import time
@@ -142,6 +143,12 @@ def _pickle_deep(obj):
         sys.setrecursionlimit(old)
 
 
+def _ignore_interrupt():
+    """Pool workers leave Ctrl-C to the parent, which stops them; otherwise each one,
+    being in the terminal's process group, prints its own KeyboardInterrupt traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _worker_job(schedule_json, jit):
     return lower_candidate(_JOB["outputs"], _JOB["target"], schedule_json, jit, _JOB["threads"])
 
@@ -188,7 +195,8 @@ class CompilePool:
             _JOB.update(outputs=self.outputs, target=self.target, threads=self.threads)
             # the parent never times a kernel while the workers compile (the two phases
             # alternate), so the workers run at normal priority
-            self._pool = multiprocessing.get_context("fork").Pool(self.jobs)
+            self._pool = multiprocessing.get_context("fork").Pool(
+                self.jobs, initializer=_ignore_interrupt)
         return self._pool
 
     def close(self):
