@@ -101,6 +101,10 @@ def algorithm_hash(outputs):
         else:
             extra = tuple(getattr(e, a) for a in ("op", "name") if hasattr(e, a))
             out = (type(e).__name__, dt) + extra + tuple(ser(k) for k in e.kids())
+        # each node is named by a digest of its own fields and its children's digests, so
+        # a sub-expression shared many times (a DAG) is written out once: nested tuples
+        # printed a 40-deep chain of selects as 3**40 nodes and never finished
+        out = hashlib.blake2b(repr(out).encode(), digest_size=16).hexdigest()
         memo[id(e)] = out
         return out
 
