@@ -354,12 +354,9 @@ class Conv(Workload):
             return out, s
         # register tile: tk output channels (tk / lanes vectors) x tx columns, 16
         # accumulators with AVX-512 (12 with AVX2's 16 registers); tx divides the output
-        # width where it can, so no tile needs a guard
+        # width; where no divisor fits, the last tile shifts back over the one before
         lanes = vector_lanes(4)
-        tk, tx, _ = conv_tiles(wo, k_, c_, kk * kk)
-        if tx < 4 <= wo:
-            # no divisor of the width fits: the last tile shifts back over the one before
-            tx = min((16 if vector_registers() >= 32 else 12) * lanes // tk, wo)
+        tk, tx, _ = conv_tiles(wo, k_, c_, kk * kk, shift_tail=True)
         # one tile is computed over the whole reduction in registers, then written out
         # transposed (its tx columns of each channel are adjacent in NCHW); measured 1.07x
         # over sums kept for a whole row of columns and input channels run in passes
@@ -387,9 +384,9 @@ class Conv(Workload):
     def _pointwise(self, X, W, plane):
         """A 1x1 conv is a matrix product of the weights and the image plane: the plane is
         one fused loop (its rows folded back into one dense index), tiles of 8 output
-        channels x 32 pixels (or 4 x 64; 4 x 16 with AVX2) accumulate in registers, and each block of pixels
-        of all input channels is first copied to a contiguous panel (64 rows of a 12
-        KB-strided image would each touch another page)."""
+        channels x 32 pixels (or 4 x 64; 4 x 16 with AVX2) accumulate in registers, and
+        each block of pixels of all input channels is first copied to a contiguous panel
+        (64 rows of a 12 KB-strided image would each touch another page)."""
         n_, c_, h, w, k_ = self.size
         n, k, y, x = sl.vars("n k y x")
         r = sl.RDom(c_, name="r")

@@ -1,10 +1,12 @@
 """The fast CPU schedules the frontend gives a 2-D float32 matmul and a float32 conv2d
 (the ones `schedlang bench` uses). Matmul: a 6-row tile of the result accumulated in
-vector registers (cache_write; 4 registers a row with AVX-512, 2 with AVX2), the right operand's column panel packed once per panel
-(cache_read + compute_at), panels in parallel. A 1x1 conv: the image plane as one fused
-loop, 4 channels x 64 pixels in registers, input pixels copied to panels. Conv2d (groups 1): sums with output channels
-innermost, 16 or 32 channels x up to 8 columns in registers, input channels in passes whose
-weights fit L1, rows in parallel; other NCHW convs: 8 channels x 32 columns.
+vector registers (cache_write; 4 registers a row with AVX-512, 2 with AVX2), the right
+operand's column panel packed once per panel (cache_read + compute_at), panels in
+parallel. A 1x1 conv: the image plane as one fused loop, 4 channels x 64 pixels in
+registers (x 16 with AVX2), input pixels copied to panels. Conv2d (groups 1): sums with
+output channels innermost, 16 or 32 channels x up to 8 columns in registers (fewer with
+AVX2), input channels in passes whose weights fit L1, rows in parallel; other NCHW
+convs: 8 channels x 32 columns.
 Example: ``gemm_schedule(s, f, True)`` on the Func of ``Tensor(a) @ Tensor(b)``.
 """
 from __future__ import annotations
@@ -115,17 +117,20 @@ def _accumulators():
     return 16 if vector_registers() >= 32 else 12
 
 
-def conv_tiles(out_width, out_channels, in_channels, taps=9):
+def conv_tiles(out_width, out_channels, in_channels, taps=9, shift_tail=False):
     """(channels per register tile, columns per tile, input channels per pass) for the
     channel-vectorized conv: 16 accumulators with AVX-512 (12 with AVX2), a column count
     that divides the output width (no guarded tiles), and a pass's weights (``taps`` =
     kernel area) within about 40 KB so they stay in L1/L2-near while every column tile
-    reuses them."""
+    reuses them. With ``shift_tail``, a width no divisor of 4 or more fits takes the
+    widest tile the accumulators allow (its last tile shifts back over the one before)."""
     lanes, accs = vector_lanes(4), _accumulators()
     tk = 2 * lanes if out_channels % (2 * lanes) == 0 else lanes
     tx = max(d for d in range(1, accs * lanes // tk + 1) if out_width % d == 0)
     if tx < 4 and out_channels % (4 * lanes) == 0:
         tk, tx = 4 * lanes, max(d for d in range(1, accs // 4 + 1) if out_width % d == 0)
+    if shift_tail and tx < 4 <= out_width:
+        tx = min(accs * lanes // tk, out_width)
     cc = max(d for d in range(1, in_channels + 1)
              if in_channels % d == 0 and (d == 1 or d * taps * tk * 4 <= 40 * 1024))
     return tk, tx, cc
@@ -236,11 +241,8 @@ def conv_schedule(s, f, is_output):
         _, o_ext, _, x_ext = (int(v.value) for v in f.shape)
         # one register tile (tk channels x tx columns) is summed over the whole reduction,
         # then written out transposed: 1.07x over sums kept for a row in passes of inputs
-        tk, tx, _ = conv_tiles(x_ext, o_ext, 1)
+        tk, tx, _ = conv_tiles(x_ext, o_ext, 1, shift_tail=True)
         lanes = vector_lanes(4)
-        if tx < 4 <= x_ext:
-            # no divisor of the width fits: the last tile shifts back over the one before
-            tx = min(_accumulators() * lanes // tk, x_ext)
         ko, ki = s[f].split(o, tk, names=(f"{o}.o", f"{o}.i"))
         xo, xi = s[f].split(x, tx, names=(f"{x}.o", f"{x}.i"))
         _order_conv_loops(s, f, acc, (n, y, ko), (xo, ki, xi), o_ext // tk)

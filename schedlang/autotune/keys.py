@@ -212,8 +212,6 @@ def machine_id(target="llvm"):
     return f"{model} | {cpu} | {feat_hash}"
 
 
-
-
 def check_threads(threads, where="autotune"):
     """``threads`` as an int >= 1, or ``default_threads()`` (``SCHEDLANG_NUM_THREADS`` or
     every core) when it is None; anything else raises ScheduleError naming ``where``.
