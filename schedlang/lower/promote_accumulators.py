@@ -11,6 +11,11 @@ straight-line code and serial loops of constant, positive extent: a guarded acce
 be loaded or stored unconditionally around the loop.
 Example: ``for k: C[i] = C[i] + A[k]`` becomes
 ``t = C[i]; for k: t = t + A[k]; C[i] = t``.
+
+An accumulator whose buffer was just initialised (``C[i] = 0`` a few statements before,
+nothing reading it in between) starts from that value instead: ``t = 0``, and the first
+store goes, since the store after the loop overwrites it. A reduction computed in its
+output (a 1x1 conv's tile of sums) then writes each output line once, not three times.
 """
 from __future__ import annotations
 
@@ -188,7 +193,131 @@ class _Promoter:
         return wrap, loop.replace(body=rewrite(loop.body, {}))
 
 
+class _Let:
+    """A let definition met on the way, substituted into the indexes that use it only when
+    one is asked for (a deep DAG of lets is never expanded unless a store needs it)."""
+    __slots__ = ("value", "env", "full")
+
+    def __init__(self, value, env):
+        self.value, self.env, self.full = value, env, None
+
+
+def _full(e, env):
+    """``e`` with the lets of ``env`` (name -> _Let) substituted, simplified."""
+    names = ir.expr_vars(e) & env.keys() if env else ()
+    if not names:
+        return simplify(e)
+    sub = {}
+    for name in names:
+        let = env[name]
+        if let.full is None:
+            let.full = _full(let.value, let.env)
+        sub[name] = let.full
+    return simplify(ir.substitute(e, sub))
+
+
+def _expr_loads(e):
+    """The buffers expression ``e`` reads."""
+    found = set()
+    E.walk_expr(e, lambda n: found.add(n.buffer) if isinstance(n, ir.Load) else None)
+    return found
+
+
+def _loaded(s):
+    """The buffers statement ``s`` reads or writes anywhere inside."""
+    found = set()
+
+    def visit(st):
+        for e in ir.stmt_exprs(st):
+            E.walk_expr(e, lambda n: found.add(n.buffer) if isinstance(n, ir.Load) else None)
+        if isinstance(st, ir.Store):
+            found.add(st.buffer)
+        if isinstance(st, ir.TensorOp):
+            found.update(op.buffer for op in st.operands)
+    ir.walk_stmt(s, visit)
+    return found
+
+
+def forward_initial_values(stmt, temps):
+    """Start each promoted accumulator (a store to one of ``temps`` of a load of its
+    buffer) from the value stored at that address earlier in the same straight-line code,
+    when nothing read or overlapped that address in between, and drop that earlier store
+    (the store after the reduction loop overwrites it)."""
+    drop, start = set(), {}
+    # the buffers some accumulator is loaded from: only their stores matter here
+    sources = set()
+    ir.walk_stmt(stmt, lambda s: sources.add(s.value.buffer) if isinstance(s, ir.Store) and
+                 s.buffer in temps and isinstance(s.value, ir.Load) else None)
+    sources -= temps
+    if not sources:
+        return stmt
+
+    def forget(pending, buffers):
+        for key in [k for k in pending if k[0] in buffers]:
+            del pending[key]
+
+    # ``alone``: ``s`` sits in a Block, maybe under lets only, so that it can go
+    def scan(s, env, pending, alone):
+        if s is None:
+            return
+        if isinstance(s, ir.Block):
+            for c in s.stmts:
+                scan(c, env, pending, True)
+        elif isinstance(s, ir.LetStmt):
+            if pending:
+                forget(pending, _expr_loads(s.value))
+            scan(s.body, {**env, s.var: _Let(s.value, env)}, pending, alone)
+        elif isinstance(s, ir.Allocate):
+            scan(s.body, env, pending, False)
+        elif isinstance(s, ir.Store):
+            v = s.value
+            if s.buffer in temps and isinstance(v, ir.Load) and v.buffer not in temps:
+                hit = pending.pop((v.buffer, E.structural_key(_full(v.index, env))), None)
+                if hit is not None:
+                    drop.add(hit[0])
+                    start[id(s)] = hit[1]
+                    return
+            if pending:
+                forget(pending, _expr_loads(v) | _expr_loads(s.index))
+            if s.buffer not in sources:
+                return
+            idx = _full(s.index, env)
+            span = _span(idx)
+            for key in [k for k in pending if k[0] == s.buffer]:
+                if span is None or not _disjoint(span, pending[key][2]):
+                    del pending[key]
+            value = _full(v, env)
+            if alone and span is not None and not _expr_loads(value):
+                pending[(s.buffer, E.structural_key(idx))] = (id(s), value, span)
+        else:
+            # a loop or a branch: what it touches is no longer known; the code inside is
+            # straight-line again on its own
+            if pending:
+                forget(pending, _loaded(s))
+            for c in ir.child_stmts(s):
+                scan(c, env, {}, False)
+
+    scan(stmt, {}, {}, False)
+    if not drop:
+        return stmt
+
+    def rebuild(s):
+        # a dropped store leaves nothing; the lets around it go with it, and a Block of
+        # nothing else (the reduction that reads the value always follows in the Block)
+        if isinstance(s, ir.Store):
+            return None if id(s) in drop else s.replace(value=start[id(s)]) \
+                if id(s) in start else s
+        if isinstance(s, ir.Block):
+            return ir.make_block([rebuild(c) for c in s.stmts])
+        if isinstance(s, ir.LetStmt):
+            body = rebuild(s.body)
+            return None if body is None else s.replace(body=body)
+        return ir.map_stmt(s, lambda c: None if c is s else rebuild(c))
+    return rebuild(stmt)
+
+
 def promote_accumulators(stmt, ctx):
     if ctx.debug_bounds:
         return stmt
-    return _Promoter().stmt(stmt)
+    promoter = _Promoter()
+    return forward_initial_values(promoter.stmt(stmt), promoter.temps)
