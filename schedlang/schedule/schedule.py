@@ -148,6 +148,7 @@ class Schedule(Placement):
         self.stages: dict = {}                # id(func) -> [StageSchedule]
         self.fsched: dict = {}                # id(func) -> FuncSchedule
         self.input_scheds: dict = {}
+        self.moved_updates: dict = {}         # id(func) -> Func cache_write moved updates to
         self._recording = True
         for o in self.outputs:
             self._discover(o)
@@ -280,6 +281,11 @@ class Schedule(Placement):
 
     def _stage(self, f, n, what):
         stages = self.stages[id(f)]
+        moved = self.moved_updates.get(id(f))
+        if moved is not None and n >= 1:
+            raise ScheduleError(f"{what} on {f.name}: cache_write on {f.name} moved its update "
+                                f"stages to {moved}; schedule them with "
+                                f"s[{moved!r}].update({n - 1})")
         if not 1 <= n < len(stages):
             raise ScheduleError(f"{what} on {f.name}: {f.name} has {len(stages) - 1} update "
                                 f"stage(s)" + (f"; use update(0) .. update({len(stages) - 2})"

@@ -98,6 +98,8 @@ def cache_write(s, st, memory, name):
     old_stages[0]._become(fresh)
     for gone in old_stages[1:]:
         gone._retire(f"cache_write on {f.name} moved its update stages to {staged.name}")
+    if len(old_stages) > 1:
+        s.moved_updates[id(f)] = staged.name
     s.stages[id(f)] = [old_stages[0]]
     s.fsched[id(staged)].memory = memory
     s.user_funcs.discard(staged.name)
