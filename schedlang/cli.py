@@ -393,6 +393,14 @@ def _check_plot_format(path):
                          f"{', '.join('.' + f for f in sorted(formats))}")
 
 
+def _check_conv_options(args, command, names):
+    """``--stride`` / ``--kernel`` only describe a conv layer: given for other workloads
+    they would be ignored, so they are refused."""
+    if "conv" not in names and (args.stride != 1 or args.kernel != 3):
+        raise SystemExit(f"--stride / --kernel choose the conv layer; {command} "
+                         f"{' '.join(names)} has no conv: leave them out, or {command} conv")
+
+
 def cmd_bench(args):
     WORKLOADS, _ = _workloads()
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
@@ -407,9 +415,7 @@ def cmd_bench(args):
         raise SystemExit(f"--compare {','.join(unknown)}: unknown system; choose from "
                          f"{', '.join(COMPARE_SYSTEMS)}")
     threads = _thread_counts(args.threads)
-    if "conv" not in names and (args.stride != 1 or args.kernel != 3):
-        raise SystemExit(f"--stride / --kernel choose the conv layer; bench {' '.join(names)} "
-                         "has no conv: leave them out, or bench conv")
+    _check_conv_options(args, "bench", names)
     if "gemm" not in names and args.dtype != ["float32"]:
         raise SystemExit(f"--dtype {','.join(args.dtype)} chooses the gemm's types; bench "
                          f"{' '.join(names)} has no gemm: leave it out, or bench gemm")
@@ -495,6 +501,7 @@ def cmd_show(args):
     WORKLOADS, parse_size = _workloads()
     if args.workload not in WORKLOADS:
         raise SystemExit(f"unknown workload {args.workload!r}; choose from {', '.join(WORKLOADS)}")
+    _check_conv_options(args, "show", [args.workload])
     w = make_workload(args.workload, args.size or WORKLOADS[args.workload].default_sizes[0],
                       args.stride, args.kernel, allocates=False)
     outs, s = w.algorithm()
@@ -524,6 +531,7 @@ def cmd_tune(args):
     WORKLOADS, _ = _workloads()
     if args.workload not in WORKLOADS:
         raise SystemExit(f"unknown workload {args.workload!r}; choose from {', '.join(WORKLOADS)}")
+    _check_conv_options(args, "tune", [args.workload])
     if args.beam < 1:
         raise SystemExit(f"--beam {args.beam}: the beam width must be >= 1")
     if not 0 < args.budget_s < float("inf"):

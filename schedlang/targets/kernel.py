@@ -227,13 +227,15 @@ class Kernel:
         names = {i.name for i in self.inputs} | {p.name for p in self.params}
         missing = sorted(names - set(kwargs))
         extra = sorted(set(kwargs) - names)
-        takes = ", ".join(sorted(names)) if names else "no arguments"
+        # arguments bound in advance (a frontend Tensor's data) are not the caller's to give
+        takes = ", ".join(sorted(self._argument_names())) or "no arguments"
         if missing or extra:
             parts = [f"missing argument(s): {', '.join(missing)}"] if missing else []
             if extra:
                 # a misspelled name is both: say which given name may be meant
                 guesses = [f"{x} (did you mean {m[0]}?)" if m else x for x in extra
-                           for m in [difflib.get_close_matches(x, missing or names, 1)]]
+                           for m in [difflib.get_close_matches(
+                               x, missing or self._argument_names(), 1)]]
                 parts.append(f"unexpected argument(s): {', '.join(guesses)}")
             raise ArgumentError(f"{'; '.join(parts)}; the kernel takes {takes}")
         sizes, where = {}, {}
@@ -268,8 +270,11 @@ class Kernel:
         return values, outs
 
     def _argument_names(self):
-        """Inputs then Params, each by name (the order other messages list them in)."""
-        return sorted(i.name for i in self.inputs) + sorted(p.name for p in self.params)
+        """Inputs then Params, each by name (the order other messages list them in), less
+        those bound in advance (``bound``: the data of a frontend ``Tensor(array)``)."""
+        bound = getattr(self, "bound", None) or {}
+        return [n for n in sorted(i.name for i in self.inputs) + sorted(p.name for p in self.params)
+                if n not in bound]
 
     def _check_sizes(self, sizes):
         """The ``assume`` facts and the size checks of the lowering, for these sizes and
@@ -506,9 +511,11 @@ class Kernel:
     def __call__(self, /, *positional, **kwargs):
         # self is positional-only, so an Input or Param may be named "self"
         if positional:
-            raise ArgumentError(f"the kernel takes keyword arguments only ("
-                                f"{', '.join(f'{n}=...' for n in self._argument_names())}); "
-                                f"got {len(positional)} positional argument(s)")
+            names = self._argument_names()
+            takes = (f"keyword arguments only ({', '.join(f'{n}=...' for n in names)})"
+                     if names else "no arguments")
+            raise ArgumentError(f"the kernel takes {takes}; got {len(positional)} positional "
+                                "argument(s)")
         # the arguments of the last call again (new arrays of the same kinds): the fewest
         # steps, since each touches memory that is cold when the kernel runs after other
         # work (26 -> 12 us for a tiny kernel called after a cache flush)
@@ -576,8 +583,11 @@ class Kernel:
         argument of one of those names is the argument, not the option. Returns TimingStats.
         Example: ``kern.time(A=a, B=b, budget_s=1.0).median``."""
         if args or any(not isinstance(k, str) for k in kwargs):
-            raise ArgumentError("time() takes keyword arguments only: "
-                                f"kern.time({', '.join(f'{n}=...' for n in self._argument_names())})")
+            given = ", ".join(f"{n}=..." for n in self._argument_names())
+            raise ArgumentError(f"time() takes keyword arguments only: kern.time({given})"
+                                if given else
+                                "time() takes no kernel arguments, only the timing options "
+                                "warmup=, repeats= and budget_s=")
         names = set(self._argument_names())
         timing = ("warmup", "repeats", "budget_s")
         options = {k: kwargs.pop(k) for k in timing if k in kwargs and k not in names}

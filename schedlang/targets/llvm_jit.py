@@ -322,6 +322,36 @@ def _target_machine(cpu, features):
 
 # ======================================================================== JIT and cache
 
+# The O3 pipelines tried in turn, as (slp_vectorization, loop_vectorization): LLVM's SLP
+# vectorizer sometimes emits a function that fails verification (an instruction that does
+# not dominate its uses; seen in small unrolled max-reductions with a select), and machine
+# code generation then aborts the whole process. Such a function is optimized again without
+# that pass.
+_PIPELINES = ((True, True), (False, True), (False, False))
+
+
+def _optimize(ir_text: str, name: str, cpu: str, features: str):
+    """``ir_text`` parsed and optimized at O3: a module that passes LLVM's verifier."""
+    broken = None
+    for slp, loop in _PIPELINES:
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pto.loop_vectorization = loop
+        pto.slp_vectorization = slp
+        pto.loop_unrolling = True
+        pb = llvm.create_pass_builder(_target_machine(cpu, features), pto)
+        pb.getModulePassManager().run(mod, pb)
+        try:
+            mod.verify()
+            return mod
+        except RuntimeError as e:
+            broken = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+    raise CompileError(f"kernel {name!r}: LLVM's optimizer produced invalid code ({broken}); "
+                       "change the schedule (for example vectorize or unroll a different "
+                       "loop) to avoid it")
+
+
 def _jit(ir_text: str, name: str, cpu: str, features: str, triple: str) -> LLVMKernelModule:
     """Machine code for ``ir_text``: from the disk cache, or optimized and compiled now."""
     global OPTIMIZER_RUNS
@@ -341,15 +371,7 @@ def _jit(ir_text: str, name: str, cpu: str, features: str, triple: str) -> LLVMK
             if address:
                 return LLVMKernelModule(name, source, address, engine, True, cpu, features)
 
-    mod = llvm.parse_assembly(ir_text)
-    mod.verify()
-    tm = _target_machine(cpu, features)
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    pto.loop_unrolling = True
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
+    mod = _optimize(ir_text, name, cpu, features)
     OPTIMIZER_RUNS += 1
     source = str(mod)
 
