@@ -51,6 +51,15 @@ CREATE INDEX IF NOT EXISTS measurements_by_machine ON measurements (machine, fea
 _WRITES = 0
 
 
+# SQLite INTEGER is 64-bit: a wider beam is kept as this (no search is that wide anyway).
+_SQL_INT_MAX = 2 ** 63 - 1
+
+
+def _sql_int(n):
+    """``n`` as an int SQLite can hold (a beam of 10**30 is stored as 2**63 - 1)."""
+    return min(int(n), _SQL_INT_MAX)
+
+
 class TuningDatabaseError(SchedlangError):
     """The tuning database cannot be opened or written (a path that is not writable)."""
 
@@ -212,7 +221,7 @@ class TuningDatabase:
                     "machine = ? AND threads = ? AND action_version = ? AND beam >= ? "
                     "ORDER BY created DESC LIMIT 1",
                     (key.algo_hash, key.dtypes, key.target, key.machine, key.threads,
-                     ACTION_VERSION, min_beam))
+                     ACTION_VERSION, _sql_int(min_beam)))
             else:
                 cur = conn.execute("SELECT * FROM best WHERE key = ? AND action_version = ?",
                                    (key.digest, ACTION_VERSION))
@@ -248,7 +257,7 @@ class TuningDatabase:
                           f"for {key.describe()} (a field of the wrong type); ignoring it",
                           stacklevel=3)
             return None
-        if (row.get("beam") or 0) < min_beam:
+        if (row.get("beam") or 0) < _sql_int(min_beam):
             return None
         return row
 
@@ -271,12 +280,12 @@ class TuningDatabase:
             old = conn.execute("SELECT time_s, beam FROM best WHERE key = ?",
                                (key.digest,)).fetchone()
             if old is not None and _number(old[0]) and _number(old[1]) and old[0] < time_s \
-                    and old[1] > beam:
+                    and old[1] > _sql_int(beam):
                 return False
             conn.execute("INSERT OR REPLACE INTO best VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                          "?, ?)", (key.digest, key.algo_hash, key.sizes, key.dtypes, key.target,
                                    key.machine, ACTION_VERSION, json.dumps(key.names), text,
-                                   float(time_s), int(beam), strategy, key.threads,
+                                   float(time_s), _sql_int(beam), strategy, key.threads,
                                    time.time()))
             return True
         return self._write(fn)

@@ -19,9 +19,11 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import os
 import random
 import time
 import warnings
+from collections.abc import Mapping
 
 from ..algo.func import Func
 from ..errors import CompileError, ScheduleError, SchedlangError
@@ -130,6 +132,26 @@ def _check_options(target, beam, budget_s, strategy):
                             "ranks best)")
 
 
+def _check_extra_options(jobs, seeds, sizes, database):
+    """Raise ScheduleError naming the option for a ``jobs``, ``seeds``, ``sizes`` or
+    ``database`` of the wrong kind (seeds that are not Schedules are checked later)."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral)
+                             or jobs < 1):
+        raise ScheduleError(f"autotune(jobs={jobs!r}): the number of compile processes must be "
+                            "an int >= 1, or None for one per core")
+    if isinstance(seeds, (str, bytes, Schedule)) or not hasattr(seeds, "__iter__"):
+        raise ScheduleError(f"autotune(seeds={seeds!r}): seeds must be a list of Schedules of "
+                            "the pipeline to start the search from, e.g. seeds=[s]")
+    if sizes is not None and (not isinstance(sizes, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, numbers.Integral) and not isinstance(v, bool)
+            for k, v in sizes.items())):
+        raise ScheduleError(f"autotune(sizes={sizes!r}): sizes must be a dict from symbolic "
+                            "size names to ints, e.g. sizes={'N': 1024}")
+    if database is not None and not isinstance(database, (str, bytes, os.PathLike)):
+        raise ScheduleError(f"autotune(database={database!r}): the database must be a file "
+                            "path (str or os.PathLike), or None for the default")
+
+
 class _Search:
     def __init__(self, outputs, target, beam, budget_s, strategy, threads, shapes, jobs,
                  key, progress, rng_seed):
@@ -182,7 +204,8 @@ class _Search:
         if not self.spent_per_candidate:
             return wanted
         per = sum(self.spent_per_candidate) / len(self.spent_per_candidate)
-        return max(1, min(wanted, int(self.left() / max(per, 1e-3))))
+        # (a float min first: a huge budget_s leaves an inf here, which int() refuses)
+        return max(1, int(min(wanted, self.left() / max(per, 1e-3))))
 
     def _record(self, cand):
         self.records.append(Measurement(cand.json, cand.time_s, cand.status, cand.features,
@@ -420,6 +443,8 @@ def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None
     Example: ``tune(C, budget_s=10).report.measured``."""
     _check_options(target, beam, budget_s, strategy)
     threads = check_threads(threads)
+    _check_extra_options(jobs, seeds, sizes, database)
+    seeds = tuple(seeds)
     beam, budget_s = int(beam), float(budget_s)
     outputs, extra = pipeline_outputs(f)
     for s in seeds:
