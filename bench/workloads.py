@@ -373,8 +373,7 @@ class Conv(Workload):
         s[out].split(y, ty, names=("yo", "yi"))
         s[out].reorder(n, "yo", "yi", ko, xo, ki, xi).parallel("yo").vectorize(xi)
         s[acc].compute_at(out, xo)
-        # all kh x kw x tx x tk/16 FMAs of one input channel and kernel row unrolled; the
-        # prefetches the unrolled reads of one image row carry merge into one per line
+        # all kh x kw x tx x tk/lanes FMAs of one input channel and kernel row unrolled
         s[acc].reorder("r.x", "r.y", "r.z", x, k).vectorize(k, lanes).unroll(x).unroll("r.z")
         if tk > lanes:
             s[acc].unroll("k.o")

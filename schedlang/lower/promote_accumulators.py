@@ -229,7 +229,7 @@ def _loaded(s):
 
     def visit(st):
         for e in ir.stmt_exprs(st):
-            E.walk_expr(e, lambda n: found.add(n.buffer) if isinstance(n, ir.Load) else None)
+            found.update(_expr_loads(e))
         if isinstance(st, ir.Store):
             found.add(st.buffer)
         if isinstance(st, ir.TensorOp):
