@@ -83,7 +83,8 @@ class ExprOps:
 class Expr(ExprOps):
     """Base of every expression node; ``dtype`` is its DType."""
 
-    __slots__ = ("dtype", "_key")
+    # _key / _vars: structural_key and the Var names, cached (nodes never change in place)
+    __slots__ = ("dtype", "_key", "_vars")
     children: tuple = ()
 
     @deep_recursion(AlgorithmError, "printing an expression")
@@ -103,11 +104,14 @@ class Expr(ExprOps):
             return self
         new = object.__new__(type(self))
         for s in _all_slots(type(self)):
-            if s != "_key" and hasattr(self, s):
+            if s not in _CACHE_SLOTS and hasattr(self, s):
                 object.__setattr__(new, s, getattr(self, s))
         for f, k in zip(self.children, kids):
             object.__setattr__(new, f, k)
         return new
+
+
+_CACHE_SLOTS = ("_key", "_vars")
 
 
 def _all_slots(cls):
@@ -629,6 +633,12 @@ def maximum2(a, b) -> Expr:
 
 def clamp(x, lo, hi) -> Expr:
     """``sl.clamp(x, lo, hi)`` = ``min(max(x, lo), hi)``."""
+    x = to_expr(x)
+    if not is_weak(x):      # a bound that does not fit is named as sl.clamp's, not 'min''s
+        for bound in (lo, hi):
+            bound = to_expr(bound)
+            if is_weak(bound):
+                _literal_as(bound, x.dtype, "clamp", f"the value {_shown(x)} in sl.clamp")
     return binary("min", binary("max", x, lo), hi)
 
 
@@ -666,15 +676,46 @@ def map_expr(e, fn):
 
 
 def substitute(e, mapping: dict):
-    """Replace Vars by name: ``mapping`` maps var name -> Expr."""
+    """Replace Vars by name: ``mapping`` maps var name -> Expr. Parts that mention none
+    of them are kept as they are, without a walk (see ``_var_names``)."""
     if not mapping:
         return e
+    names = mapping.keys()
+    memo = {}
 
-    def fn(n):
-        if isinstance(n, Var) and not isinstance(n, Param) and n.name in mapping:
-            return mapping[n.name]
-        return None
-    return map_expr(e, fn)
+    def go(n):
+        if names.isdisjoint(_var_names(n)):
+            return n
+        hit = memo.get(id(n))
+        if hit is not None:
+            return hit
+        if isinstance(n, Var):
+            out = mapping[n.name]
+        else:
+            out = n.with_kids(tuple(go(k) for k in n.kids()))
+        memo[id(n)] = out
+        return out
+    return go(e)
+
+
+def _var_names(n):
+    """The names of the Vars (not Params) anywhere in ``n``, cached on each node."""
+    try:
+        return n._vars
+    except AttributeError:
+        pass
+    if isinstance(n, Var):
+        out = frozenset() if isinstance(n, Param) else frozenset((n.name,))
+    else:
+        kids = n.kids()
+        if not kids:
+            out = frozenset()
+        elif len(kids) == 1:
+            out = _var_names(kids[0])
+        else:
+            out = frozenset().union(*(_var_names(k) for k in kids))
+    n._vars = out
+    return out
 
 
 def walk_expr(e, fn):

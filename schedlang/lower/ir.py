@@ -89,6 +89,10 @@ class Stmt:
     exprs: tuple = ()
 
     def replace(self, **kw):
+        # nothing changed: keep the node, and with it what funcs_mentioned cached on it (a
+        # pass that rebuilds a large nest would otherwise make every later query walk it all)
+        if all(getattr(self, k) is v for k, v in kw.items()):
+            return self
         new = object.__new__(type(self))
         for s in type(self).__slots__:
             object.__setattr__(new, s, kw.get(s, getattr(self, s)))
@@ -307,7 +311,10 @@ def map_stmt(s, stmt_fn=None, expr_fn=None):
         if r is not None:
             return r
     if isinstance(s, Block):
-        return make_block([map_stmt(c, stmt_fn, expr_fn) for c in s.stmts])
+        stmts = [map_stmt(c, stmt_fn, expr_fn) for c in s.stmts]
+        if all(a is b for a, b in zip(stmts, s.stmts)):
+            return s
+        return make_block(stmts)
     kw = {}
     for f in s.children:
         kw[f] = map_stmt(getattr(s, f), stmt_fn, expr_fn)

@@ -12,8 +12,6 @@ Example: ``stmt = tensorize(stmt, ctx)``.
 """
 from __future__ import annotations
 
-import sympy
-
 from ..algo import expr as E
 from ..errors import ScheduleError
 from ..intrinsics import lookup
@@ -226,6 +224,7 @@ class _Match:
         return step
 
     def _not_constant_step(self, index, loop, role, buffer):
+        import sympy     # on first use: see symbolic.py
         where = f"the index of {buffer} (operand {role})"
         s = to_sympy(index)
         v = sympy.Symbol(loop.var, integer=True)
