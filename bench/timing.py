@@ -7,6 +7,8 @@ Example: ``t = measure(lambda: kern(A=a, B=b), cold=True, budget_s=1.0)``; ``t.m
 """
 from __future__ import annotations
 
+import math
+import os
 import time
 
 import numpy as np
@@ -15,6 +17,28 @@ import numpy as np
 # kernels the same way
 from schedlang.autotune.measure import flush_caches as flush_cache
 from schedlang.autotune.measure import runs_start_cold
+
+
+DEFAULT_ROW_BUDGET_S = 1.0
+
+
+def row_budget_s():
+    """Seconds each system of one bench row is timed for: ``SCHEDLANG_BENCH_BUDGET_S`` or
+    1 s (a smaller budget gives quicker, noisier rows; the test suite uses one). A value
+    that is not a finite number of seconds > 0 raises SystemExit with what to set.
+    Example: ``measure_in_turns(fns, cold, budget_s=row_budget_s())``."""
+    text = os.environ.get("SCHEDLANG_BENCH_BUDGET_S", "").strip()
+    if not text:
+        return DEFAULT_ROW_BUDGET_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise SystemExit(f"SCHEDLANG_BENCH_BUDGET_S={text!r}: the timing budget of a bench row "
+                         "must be a finite number of seconds > 0; set e.g. "
+                         f"SCHEDLANG_BENCH_BUDGET_S=0.5, or unset it for {DEFAULT_ROW_BUDGET_S:g} s")
+    return value
 
 
 class Measurement:
@@ -64,4 +88,4 @@ def measure_in_turns(fns, cold, budget_s=1.0, warmup=2, min_runs=5, max_runs=200
     return {name: Measurement(t) for name, t in times.items()}
 
 
-__all__ = ["Measurement", "measure", "measure_in_turns", "flush_cache", "runs_start_cold"]
+__all__ = ["row_budget_s", "Measurement", "measure", "measure_in_turns", "flush_cache", "runs_start_cold"]

@@ -15,6 +15,7 @@ import sys
 DEFAULT_COMPARE = ["numpy", "torch", "halide"]
 COMPARE_SYSTEMS = ("numpy", "torch", "halide")
 CSV_COLUMNS = ("workload", "shape", "system", "threads", "median_s", "min_s", "rate", "unit")
+MAX_THREADS = 1024      # the most threads a kernel runs on (Kernel.num_threads)
 THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
               "SCHEDLANG_NUM_THREADS", "HL_NUM_THREADS")
 
@@ -146,7 +147,7 @@ def _best_known_kernel(w, outs, kern, values, threads, target, cold):
     import schedlang as sl
     from schedlang.autotune.database import TuningDatabase
     from schedlang.autotune.keys import workload_key
-    from schedlang.bench.timing import measure_in_turns
+    from schedlang.bench.timing import measure_in_turns, row_budget_s
     tuned = TuningDatabase().load_schedule(workload_key([outs], target, threads=threads), [outs])
     if tuned is None:
         return kern
@@ -163,7 +164,7 @@ def _best_known_kernel(w, outs, kern, values, threads, target, cold):
               f"{err:g}; the row uses the hand-written one", file=sys.stderr)
         return kern
     t = measure_in_turns({"hand": lambda: kern(**values), "tuned": lambda: other(**values)},
-                         cold, budget_s=0.3)
+                         cold, budget_s=0.3 * row_budget_s())
     return other if t["tuned"].median < t["hand"].median else kern
 
 
@@ -174,7 +175,7 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
     import numpy as np
 
     import schedlang as sl
-    from schedlang.bench.timing import measure_in_turns, runs_start_cold
+    from schedlang.bench.timing import measure_in_turns, row_budget_s, runs_start_cold
     w = make_workload(workload, size_text, stride, kernel, dtype)
     values = w.inputs()
     try:
@@ -221,7 +222,7 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
         cold = runs_start_cold(fp32_values, fp32_kern(**fp32_values))
         systems["fp32"] = lambda: fp32_kern(**fp32_values)
     # in turns: a slow spell of this machine hits every system of the row alike
-    measured = measure_in_turns(systems, cold)
+    measured = measure_in_turns(systems, cold, budget_s=row_budget_s())
     fp32_time = measured.pop("fp32", None)
     for system, m in measured.items():
         rows.append({"workload": workload, "shape": w.shape_text, "system": system,
@@ -352,6 +353,8 @@ def _thread_counts(text):
         counts = []
     if not counts or min(counts) < 1:
         raise SystemExit(f"--threads {text}: expected a thread count >= 1 or a list like 1,2")
+    if max(counts) > MAX_THREADS:
+        raise SystemExit(f"--threads {text}: at most {MAX_THREADS} threads; give a smaller count")
     return list(dict.fromkeys(counts))      # once each: rows of a count are compared together
 
 
@@ -421,8 +424,10 @@ def cmd_bench(args):
                          f"{' '.join(names)} has no gemm: leave it out, or bench gemm")
     if args.size:
         args.size = list(dict.fromkeys(args.size))     # a size given twice is measured once
+    from schedlang.bench.timing import row_budget_s
     from schedlang.compiler import check_target
     check_target(args.target)
+    row_budget_s()      # a bad SCHEDLANG_BENCH_BUDGET_S is refused before anything runs
     if args.csv and args.plot and os.path.realpath(args.csv) == os.path.realpath(args.plot):
         # the plot would be written over the CSV after it: the rows would be lost
         raise SystemExit(f"--csv {args.csv} and --plot {args.plot} name the same file; give "
@@ -537,9 +542,9 @@ def cmd_tune(args):
     if not 0 < args.budget_s < float("inf"):
         raise SystemExit(f"--budget-s {args.budget_s:g}: the budget must be a number of seconds "
                          "above 0")
-    if args.threads is not None and args.threads < 1:
-        raise SystemExit(f"--threads {args.threads}: the thread count must be >= 1 (default: "
-                         "all cores)")
+    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
+        raise SystemExit(f"--threads {args.threads}: the thread count must be from 1 to "
+                         f"{MAX_THREADS} (default: all cores)")
     w = make_workload(args.workload, args.size or WORKLOADS[args.workload].default_sizes[0],
                       args.stride, args.kernel)
     outs, hand = w.algorithm()
