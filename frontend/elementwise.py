@@ -375,8 +375,24 @@ def _exact_mixed_compare(op, p, q):
     return E.binary("and", E.binary("ge", q, E.cast(q.dtype, 0)), same)
 
 
+def _typed_if_out_of_range(x, other):
+    """A Python int literal ``x`` that the integer (or bool) type of Tensor ``other`` cannot
+    hold, as a typed int64 / uint64 scalar: numpy 2 compares such a literal by value
+    (``uint8_tensor > -1`` is all True), where as a weak literal it would not fit."""
+    if type(x) is not int or not isinstance(other, Tensor):
+        return x
+    # next to a bool a literal is an int32 (and a bool compares as a number, as numpy's)
+    d = sl.int32 if other.dtype.is_bool else other.dtype
+    if not d.is_int or d.min_value() <= x <= d.max_value():
+        return x
+    if -2**63 <= x < 2**63:
+        return np.int64(x)
+    return np.uint64(x) if 0 <= x < 2**64 else x
+
+
 def _compare(op, a, b):
     pa, pb = _coerce(a, op), _coerce(b, op)
+    pa, pb = _typed_if_out_of_range(pa, pb), _typed_if_out_of_range(pb, pa)
     if _mixed_sign_64(_strong_dtype(pa), _strong_dtype(pb)):
         return elementwise(op, lambda p, q: _exact_mixed_compare(op, p, q), pa, pb,
                            promote=False)

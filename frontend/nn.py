@@ -429,8 +429,8 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
                                 "height and width must be >= 1, as torch requires")
     (pt, pb), (pl, pr) = _conv_padding(padding, (KH, KW), (dh, dw), (sh, sw))
     if groups < 1 or C % groups or O % groups or Cg != C // groups:
-        raise sl.AlgorithmError(f"conv2d: x of shape {x.shape} and w of shape {w.shape} do not "
-                                f"match with groups={groups} (need C = {Cg} * groups and O "
+        raise sl.AlgorithmError(f"conv2d: input {shape_text(x)} and weight {shape_text(w)} do "
+                                f"not match with groups={groups} (need C = {Cg} * groups and O "
                                 "divisible by groups)")
     if builtins.min(sh, sw, dh, dw) < 1 or builtins.min(pt, pb, pl, pr) < 0:
         raise sl.AlgorithmError(f"conv2d: stride and dilation must be >= 1 and padding >= 0, got "

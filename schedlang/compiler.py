@@ -85,6 +85,14 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False, caller="
         raise CompileError(f"{caller}: the schedule is for {theirs}, not these outputs "
                            f"{ours}{same}; build it with sl.Schedule({ours}) of the Funcs you "
                            "compile, or move it over with Schedule.from_json(s.to_json(), ...)")
+    built_for = ", ".join(o.name for o in schedule.outputs)
+    for f, n in getattr(schedule, "defined_stages", {}).values():
+        if len(f.definitions) != n:
+            # the schedule holds the definitions it saw; compiling it would drop the rest
+            raise CompileError(f"{caller}: {f.name} has {len(f.definitions)} definition(s) but "
+                               f"had {n} when sl.Schedule({built_for}) was built; "
+                               "the schedule does not cover the ones added since: build the "
+                               "Schedule after the algorithm is complete")
     return outputs, schedule
 
 

@@ -47,7 +47,17 @@ class BoundaryView:
         if len(args) != len(self.shape):
             raise AlgorithmError(f"{_API[self.mode]}({self.name}) has {len(self.shape)} dimensions "
                                  f"but is indexed with {len(args)}")
-        idx = [E.fix_weak(E.to_expr(a)) for a in args]
+        idx = []
+        for a in args:
+            if isinstance(a, slice):
+                raise AlgorithmError(f"{_API[self.mode]}({self.name})[...]: slices are not "
+                                     "indices; use Vars or integer expressions")
+            e = E.to_expr(a)
+            if not (e.dtype.is_int or e.dtype.is_bool):
+                raise AlgorithmError(f"{_API[self.mode]}({self.name})[...]: index {e} has type "
+                                     f"{e.dtype}; indices must be integers (use "
+                                     "sl.cast(sl.int32, ...))")
+            idx.append(E.fix_weak(e))
         inside = None
         mapped = []
         for a, n in zip(idx, self.shape):

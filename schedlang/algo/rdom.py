@@ -48,6 +48,29 @@ def size_expr(x, what):
 
 
 
+def _check_bound_has_no_loop_variable(name, lo, ext):
+    """An RDom's min and extent are fixed when the kernel is called (ints, sizes, Params):
+    a pure Var or another RDom's variable there would be undefined where the loop starts."""
+    for part, text in ((lo, "min"), (ext, "extent")):
+        found = []
+        E.walk_expr(part, lambda n: found.append(n) if isinstance(n, E.Var) and not
+                    isinstance(n, (E.SizeVar, E.Param)) else None)
+        if found:
+            v = found[0]
+            if isinstance(v, E.RVar):
+                what, fix = "the reduction variable", (
+                    "use one RDom of both dimensions and restrict it: "
+                    "r = sl.RDom((0, N), (0, N)); r = r.where(r.y < r.x)")
+            else:
+                what, fix = "the Var", (
+                    "give it a fixed range and restrict it: "
+                    f"r = sl.RDom(A.shape[0]); r = r.where(r < {v.name})")
+            raise AlgorithmError(
+                f"RDom {name}: its {text} uses {what} {v.name}; an RDom's min and extent are "
+                "ints, sizes (A.shape[0]) or Params, fixed for the whole kernel. For a domain "
+                f"that depends on {v.name} (a triangular one), {fix}")
+
+
 def _settle_rdom_names(exprs):
     """Name the unnamed RDoms a definition uses, in the order they appear: ``r``, else the
     first of ``r1``, ``r2``, ... that no other variable of the definition has. A process-wide
@@ -116,6 +139,8 @@ class RDom(E.ExprOps):
                                 size_expr(ext, f"RDom {self.name} extent")))
         if len(self.bounds) > 4:
             raise AlgorithmError(f"RDom {self.name}: at most 4 dimensions (x, y, z, w)")
+        for lo, ext in self.bounds:
+            _check_bound_has_no_loop_variable(self.name, lo, ext)
         if _vars is None:
             _vars = [E.RVar(n, self, d)
                      for d, n in enumerate(_rvar_names(self.name, len(self.bounds)))]
@@ -222,6 +247,7 @@ def _reduction(op, e, over):
                 raise AlgorithmError(f"sl.{op}(over=...): {o!r} is not an RDom")
             if all(rd is not r for r in rdoms):
                 rdoms.append(rd)
+        _check_over_names_the_used_version(op, body, rdoms)
     else:
         for v in _free(body, E.RVar):
             if all(v.rdom is not r for r in rdoms):
@@ -245,6 +271,21 @@ def _reduction(op, e, over):
     if body.dtype.is_bool:
         body = E.cast(T.int32, body) if op in ("sum", "product") else body
     return E.Reduce(op, body, rd, body.dtype)
+
+
+def _check_over_names_the_used_version(op, body, rdoms):
+    """``sl.sum(A[r.where(p)], over=r)``: the body uses the restricted copy of ``r`` while
+    ``over=`` names ``r`` itself; say so rather than report a stray reduction variable."""
+    for v in _free(body, E.RVar):
+        if any(v.rdom is rd for rd in rdoms):
+            continue
+        origin = getattr(v.rdom, "origin", v.rdom)
+        if any(getattr(rd, "origin", rd) is origin for rd in rdoms):
+            raise AlgorithmError(
+                f"sl.{op}({body}, over={v.rdom.name}): the expression uses a restricted "
+                f"version of {v.rdom.name} ({v.rdom.name}.where(...)) but over= names another "
+                f"version; keep the restricted RDom in a variable and use it in both places: "
+                f"rw = {v.rdom.name}.where(...); sl.{op}(A[rw], over=rw)")
 
 
 def _check_one_version_of_each_rdom(rdoms, where):

@@ -132,9 +132,17 @@ def _check_options(target, beam, budget_s, strategy):
                             "ranks best)")
 
 
-def _check_extra_options(jobs, seeds, sizes, database):
-    """Raise ScheduleError naming the option for a ``jobs``, ``seeds``, ``sizes`` or
-    ``database`` of the wrong kind (seeds that are not Schedules are checked later)."""
+def _check_extra_options(jobs, seeds, sizes, database, flags=(), rng_seed=0):
+    """Raise ScheduleError naming the option for a ``jobs``, ``seeds``, ``sizes``,
+    ``database``, on/off flag (``flags``: (name, value, None allowed) triples) or
+    ``rng_seed`` of the wrong kind (seeds that are not Schedules are checked later)."""
+    for name, value, none_ok in flags:
+        if not (isinstance(value, bool) or (none_ok and value is None)):
+            raise ScheduleError(f"autotune({name}={value!r}): {name} must be True or False"
+                                + (", or None for the default" if none_ok else ""))
+    if isinstance(rng_seed, bool) or not isinstance(rng_seed, numbers.Integral):
+        raise ScheduleError(f"autotune(rng_seed={rng_seed!r}): the seed of the search's random "
+                            "choices must be an int, e.g. rng_seed=0")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral)
                              or jobs < 1):
         raise ScheduleError(f"autotune(jobs={jobs!r}): the number of compile processes must be "
@@ -443,7 +451,8 @@ def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None
     Example: ``tune(C, budget_s=10).report.measured``."""
     _check_options(target, beam, budget_s, strategy)
     threads = check_threads(threads)
-    _check_extra_options(jobs, seeds, sizes, database)
+    _check_extra_options(jobs, seeds, sizes, database, rng_seed=rng_seed, flags=(
+        ("progress", progress, True), ("summary", summary, False), ("store", store, False)))
     seeds = tuple(seeds)
     beam, budget_s = int(beam), float(budget_s)
     outputs, extra = pipeline_outputs(f)

@@ -149,6 +149,7 @@ class Schedule(Placement):
         self.fsched: dict = {}                # id(func) -> FuncSchedule
         self.input_scheds: dict = {}
         self.moved_updates: dict = {}         # id(func) -> Func cache_write moved updates to
+        self.defined_stages: dict = {}        # id(func) -> (func, its definitions when seen)
         self._recording = True
         for o in self.outputs:
             self._discover(o)
@@ -186,6 +187,7 @@ class Schedule(Placement):
             return
         self._check_unique(f)
         self.defs[id(f)] = list(f.definitions)
+        self.defined_stages[id(f)] = (f, len(f.definitions))
         self.funcs.append(f)
         self._add_func_state(f)
         for d in f.definitions:

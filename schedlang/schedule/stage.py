@@ -243,6 +243,7 @@ class StageSchedule:
             new[p] = d
         directive = f"reorder({', '.join(names)})"
         self._check_order(new, directive)
+        self._check_gpu_nesting([(d.name, d.kind) for d in new], directive)
         self.schedule._check_placements_in(self, [(d.name, d.kind) for d in new], directive)
         self.dims = new
         self._record("reorder", names)
@@ -403,11 +404,33 @@ class StageSchedule:
                 raise ScheduleError(f"{directive}({', '.join(x.name for x in dims + [d])}) on "
                                     f"{self.name}: {d.name} is given twice; bind each loop once")
             dims.append(d)
-        self._check_marks({d.name: kind for d in dims},
-                          f"{directive}({', '.join(d.name for d in dims)})")
+        call = f"{directive}({', '.join(d.name for d in dims)})"
+        axes = "blockIdx" if kind == "gpu_block" else "threadIdx"
+        for i, d in enumerate(dims):
+            other = next((x for x in self.dims if x.kind == kind and x.gpu_dim == i
+                          and not any(x is e for e in dims)), None)
+            if other is not None:
+                raise ScheduleError(f"{call} on {self.name}: {other.name} is already bound to "
+                                    f"{axes}.{'xyz'[i]}, where this call binds {d.name}; bind "
+                                    f"all the {directive} loops of {self.name} in one call")
+        self._check_gpu_nesting([(x.name, kind if any(x is d for d in dims) else x.kind)
+                                 for x in self.dims], call)
+        self._check_marks({d.name: kind for d in dims}, call)
         for i, d in enumerate(dims):
             self._mark(d.name, kind, directive, gpu_dim=i)
         return [d.name for d in dims]
+
+    def _check_gpu_nesting(self, loops, directive):
+        """GPU thread loops run inside GPU block loops: with ``loops`` ((name, kind) pairs,
+        outermost first) no gpu_threads loop may enclose a gpu_blocks loop."""
+        first = next((i for i, (_, k) in enumerate(loops) if k == "gpu_thread"), None)
+        inside = [n for n, k in loops[first:] if k == "gpu_block"] if first is not None else []
+        if inside:
+            raise ScheduleError(f"{directive} on {self.name}: the gpu_threads loop "
+                                f"{loops[first][0]} would enclose the gpu_blocks loop "
+                                f"{inside[0]} (loops, outermost first: "
+                                f"{', '.join(n for n, _ in loops)}); thread loops run inside "
+                                "block loops, so reorder to put the block loops outside")
 
     def gpu_blocks(self, *vs):
         """Bind loops to GPU blocks (first var -> blockIdx.x)."""

@@ -120,3 +120,29 @@ def test_r_and_r_where_in_separate_reductions_of_one_func_still_work():
     f[x] = sl.select(x == 0, sl.sum(A[r.where(r < 5)]), sl.sum(A[r]))
     a = np.arange(8, dtype=np.float32)
     np.testing.assert_array_equal(sl.compile(f)(A=a), [a[:5].sum(), a.sum()])
+
+
+@pytest.mark.parametrize("restricted_in", ["body", "over"])
+def test_over_naming_another_version_of_the_rdom_says_to_use_one(restricted_in):
+    A = _input()
+    x = sl.Var("x")
+    r = sl.RDom(A.shape[0], name="r")
+    rw = r.where(r < 5)
+    body, over = (A[rw], r) if restricted_in == "body" else (A[r], rw)
+    f = sl.Func("f", shape=(1,))
+    with pytest.raises(sl.AlgorithmError) as e:
+        f[x] = sl.sum(body, over=over)
+    msg = str(e.value)
+    assert "uses a restricted version of r (r.where(...)) but over= names another" in msg
+    assert "rw = r.where(...); sl.sum(A[rw], over=rw)" in msg
+
+
+def test_over_naming_the_restricted_rdom_it_uses_sums_the_restricted_points():
+    A = _input()
+    x = sl.Var("x")
+    r = sl.RDom(A.shape[0], name="r")
+    rw = r.where(r < 5)
+    f = sl.Func("f", shape=(1,))
+    f[x] = sl.sum(A[rw], over=rw)
+    a = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal(sl.compile(f)(A=a), [a[:5].sum()])

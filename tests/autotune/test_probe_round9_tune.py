@@ -54,11 +54,14 @@ def test_the_database_takes_a_huge_beam(tmp_path):
     ("seeds", 5), ("seeds", "s"),
     ("sizes", 5), ("sizes", {"N": "big"}), ("sizes", [("N", 4)]),
     ("database", 5),
+    ("progress", "yes"), ("progress", 1), ("summary", None), ("store", "no"),
+    ("rng_seed", 1.5), ("rng_seed", "abc"), ("rng_seed", True),
 ])
 def test_a_wrong_kind_of_option_is_a_schedule_error_naming_it(option, value):
     C = matmul(8)
+    options = {"progress": False, option: value}
     with pytest.raises(sl.ScheduleError, match=rf"autotune\({option}="):
-        sl.autotune(C, beam=1, budget_s=1, progress=False, **{option: value})
+        sl.autotune(C, beam=1, budget_s=1, **options)
 
 
 def test_a_single_schedule_as_seeds_says_to_pass_a_list():
