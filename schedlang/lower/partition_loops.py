@@ -1,7 +1,9 @@
 """Pass: loop partitioning. A tail guard (``if x < extent``) inside a vectorized loop
-would make the whole loop run serially; instead, each enclosing loop whose variable the
-guard grows with is split into a steady part, where the guard provably holds for every
-inner iteration and is dropped, and a short tail that keeps it (as Halide does).
+would make the whole loop run serially, and one that an inner serial loop tests again
+unchanged (the rows of a guarded strip around a reduction loop) branches in the hot
+loop and keeps its sums out of registers; instead, each enclosing loop whose variable
+the guard grows with is split into a steady part, where the guard provably holds for
+every inner iteration and is dropped, and a short tail that keeps it (as Halide does).
 Example: ``for xo in [0, (N+15)//16): vectorized for xi: if xo*16 + xi < N`` becomes
 ``for xo in [0, N//16): <no guard>`` then ``for xo in [N//16, (N+15)//16): <guard>``.
 """
@@ -55,6 +57,12 @@ def _threshold(conj, var, scope):
                             E.Const(coeff, T.int64)) + 1)
 
 
+def _invariant_in(used, loops):
+    """True when the names ``used`` do not change along some loop of ``loops`` (for each
+    loop, the set of names that do)."""
+    return any(not used & names for names in loops)
+
+
 class _Partitioner:
     def __init__(self):
         self.scope = Scope()
@@ -88,6 +96,10 @@ class _Partitioner:
         found = []   # (conjunct key, threshold)
         lanes = set()   # names whose value differs between the lanes of a vectorized loop
 
+        # the serial loops between ``loop`` and the statement walked, each with the names
+        # (its variable, and Lets computed from it) whose value changes along it
+        inner = []
+
         def walk(s, in_vector):
             if s is None:
                 return
@@ -99,21 +111,34 @@ class _Partitioner:
                 self.scope.push(s.var, Interval(s.min, simplify(s.min + s.extent - 1)))
                 if s.kind == "vectorized":
                     lanes.add(s.var)
+                if s.kind != "vectorized":
+                    inner.append({s.var})
                 walk(s.body, in_vector or s.kind == "vectorized")
+                if s.kind != "vectorized":
+                    inner.pop()
                 self.scope.pop(s.var)
                 return
             if isinstance(s, ir.LetStmt):
                 self.scope.push(s.var, bounds_of(s.value, self.scope) if s.value.dtype.is_int
                                 else Interval(None, None))
-                if ir.expr_vars(s.value) & lanes:
+                used = ir.expr_vars(s.value)
+                if used & lanes:
                     lanes.add(s.var)
+                grown = [names for names in inner if used & names and s.var not in names]
+                for names in grown:
+                    names.add(s.var)
                 walk(s.body, in_vector)
+                for names in grown:
+                    names.discard(s.var)
                 self.scope.pop(s.var)
                 return
-            if isinstance(s, ir.IfThenElse) and s.else_ is None and in_vector:
+            if isinstance(s, ir.IfThenElse) and s.else_ is None and (in_vector or inner):
                 for c in _conjuncts(s.cond):
-                    # only a condition that differs across lanes stops vectorization
-                    if not ir.expr_vars(c) & lanes:
+                    # a condition that differs across lanes stops vectorization; one that
+                    # an inner loop re-tests unchanged (a row guard around a reduction
+                    # loop) branches in the hot loop and keeps its sums out of registers
+                    used = ir.expr_vars(c)
+                    if not (used & lanes or _invariant_in(used, inner)):
                         continue
                     t = _threshold(c, loop.var, self.scope)
                     if t is not None:
