@@ -10,7 +10,7 @@ import numpy as np
 
 import schedlang as sl
 from schedlang.autotune.measure import too_big_to_allocate
-from schedlang.frontend.matmul_schedule import conv_tiles, pointwise_tile
+from schedlang.frontend.matmul_schedule import conv_tiles, pointwise_block, pointwise_tile
 from schedlang.frontend.winograd import schedule_winograd, winograd_conv3x3, winograd_tile
 from schedlang.targets.host_cpu import l2_cache_bytes, vector_lanes, vector_registers
 
@@ -384,7 +384,7 @@ class Conv(Workload):
     def _pointwise(self, X, W, plane):
         """A 1x1 conv is a matrix product of the weights and the image plane: the plane is
         one fused loop (its rows folded back into one dense index), tiles of 8 output
-        channels x 32 pixels (or 4 x 64; 4 x 16 with AVX2) accumulate in registers, and
+        channels x 32 pixels (or 4 x 64; 6 x 16 with AVX2) accumulate in registers, and
         each block of pixels of all input channels is first copied to a contiguous panel
         (64 rows of a 12 KB-strided image would each touch another page)."""
         n_, c_, h, w, k_ = self.size
@@ -392,12 +392,12 @@ class Conv(Workload):
         r = sl.RDom(c_, name="r")
         out = sl.Func("conv", shape=(n_, k_, h, w))
         out[n, k, y, x] = sl.sum(W[k, r, 0, 0] * X[n, r, y, x])
-        block = max(b for b in range(64, 513, 64) if plane % b == 0)
+        # 8 channels x 32 pixels with AVX-512 (6 x 2 registers with AVX2, pointwise_tile)
+        regs, pixels = pointwise_tile(k_)
+        block = pointwise_block(plane, pixels)
         s = sl.Schedule(out)
         p = s[out].fuse(y, x, "p")
         s[out].split(p, block, names=("p.block", "p.in"))
-        # 8 channels x 32 pixels with AVX-512 (4 x 2 registers with AVX2, pointwise_tile)
-        regs, pixels = pointwise_tile(k_)
         lanes = vector_lanes(4)
         s[out].split("p.in", pixels, names=("p.tile", "p.vec"))
         s[out].split(k, regs, names=("k.tile", "k.reg"))
