@@ -179,9 +179,26 @@ class Definition:
         return self.func.name if self.index == 0 else f"{self.func.name}.update({self.index - 1})"
 
 
+def cached_on_definition(d, key, compute):
+    """``compute()``, kept on the definition ``d`` under ``key`` while its args, value and
+    predicate are the same objects: every Schedule of a pipeline (the autotuner builds
+    dozens) walks the same definitions, and a large one's walks took seconds.
+    Example: ``cached_on_definition(d, "_refs", lambda: walk(d))``."""
+    hit = d.__dict__.get(key)
+    if hit is not None and hit[0] is d.args and hit[1] is d.value and hit[2] is d.predicate:
+        return hit[3]
+    out = compute()
+    d.__dict__[key] = (d.args, d.value, d.predicate, out)
+    return out
+
+
 def definition_exprs(d):
     """Every expression a definition depends on: arguments, value, predicate, and the
     bounds and predicates of the RDoms it reduces over."""
+    return list(cached_on_definition(d, "_exprs", lambda: _definition_exprs(d)))
+
+
+def _definition_exprs(d):
     out = list(d.args) + [d.value]
     if d.predicate is not None:
         out.append(d.predicate)

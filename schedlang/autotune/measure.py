@@ -123,6 +123,15 @@ def _lower_and_compile(outputs, target, schedule_json, jit, threads):
     return features, ir_hash, payload
 
 
+def kernel_result(kern, threads):
+    """The CandidateResult of a Kernel compiled already (the default schedule's, made for
+    the reference output): its features and IR hash from the loop IR it was built from,
+    with no second lowering. Example: ``kernel_result(bench.default_kernel, 2).ir_hash``."""
+    stmt = kern.loop_ir_stmt
+    return CandidateResult(True, features=loop_features(stmt, threads),
+                           ir_hash=hashlib.sha256(str(stmt).encode()).hexdigest())
+
+
 def _failed(e, t0):
     """The CandidateResult of a candidate whose compile raised ``e`` (started at ``t0``):
     a SchedlangError keeps its class name, anything else is a "crash"."""

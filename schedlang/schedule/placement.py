@@ -6,7 +6,7 @@ Example: ``s.legal_locations(g)`` is ``["root", "f.y", "f.x"]`` for a g read by 
 from __future__ import annotations
 
 from ..algo import expr as E
-from ..algo.func import Input, all_nodes
+from ..algo.func import Input, all_nodes, cached_on_definition
 from ..errors import ScheduleError
 from .stage_loops import var_name
 
@@ -16,6 +16,10 @@ RACING_KINDS = ("parallel", "gpu_block", "gpu_thread")
 
 def refs(d):
     """FuncRefs in a definition's arguments and value (not descending into other Funcs)."""
+    return list(cached_on_definition(d, "_refs", lambda: _refs(d)))
+
+
+def _refs(d):
     out = []
     for e in list(d.args) + [d.value] + ([d.predicate] if d.predicate is not None else []):
         E.walk_expr(e, lambda n: out.append(n) if isinstance(n, E.FuncRef) else None)

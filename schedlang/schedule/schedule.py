@@ -16,7 +16,7 @@ import json
 import keyword
 
 from ..algo import expr as E
-from ..algo.func import (ASSUMPTIONS, IDENT, Func, Input, check_fact,
+from ..algo.func import (ASSUMPTIONS, IDENT, Func, Input, cached_on_definition, check_fact,
                          definition_exprs, settle_func_names)
 from ..algo.printer import expr_to_python
 from ..deep_recursion import deep_recursion
@@ -118,6 +118,19 @@ class InputSchedule:
                                   "cache_read and compute_at (of the staged copy) apply to it")
 
 
+def _nodes_of(exprs, kind):
+    """The distinct nodes of type ``kind`` in ``exprs``, in first-seen order."""
+    out, seen = [], set()
+
+    def visit(n):
+        if isinstance(n, kind) and id(n) not in seen:
+            seen.add(id(n))
+            out.append(n)
+    for e in exprs:
+        E.walk_expr(e, visit)
+    return out
+
+
 class Schedule(Placement):
     """The schedule of a pipeline ending in ``outputs`` (one Func or several)."""
 
@@ -196,9 +209,9 @@ class Schedule(Placement):
         for inp in f.extra_inputs:
             self._discover(inp)
         # Inputs whose sizes the pipeline uses (a shape, an RDom bound) are arguments too
-        sizes = []
-        for e in [x for d in f.definitions for x in definition_exprs(d)] + list(f.shape or ()):
-            E.walk_expr(e, lambda n: sizes.append(n) if isinstance(n, E.SizeVar) else None)
+        sizes = [sv for d in f.definitions for sv in cached_on_definition(
+            d, "_size_vars", lambda d=d: _nodes_of(definition_exprs(d), E.SizeVar))]
+        sizes += _nodes_of(f.shape or (), E.SizeVar)
         for sv in sizes:
             if sv.source is not None:
                 self._discover(sv.source)
@@ -206,14 +219,11 @@ class Schedule(Placement):
     def _var_names(self):
         """Names of the Vars and reduction variables the pipeline's definitions use."""
         names = set()
-
-        def visit(n):
-            if isinstance(n, E.Var) and not isinstance(n, (E.SizeVar, E.Param)):
-                names.add(n.name)
         for f in self.funcs:
             for d in self.defs[id(f)]:
-                for e in definition_exprs(d):
-                    E.walk_expr(e, visit)
+                names |= cached_on_definition(d, "_var_names", lambda d=d: {
+                    n.name for n in _nodes_of(definition_exprs(d), E.Var)
+                    if not isinstance(n, (E.SizeVar, E.Param))})
         return names
 
     def _check_unique(self, f):
