@@ -15,6 +15,7 @@ import schedlang as sl
 from schedlang.algo import expr as E
 from schedlang.targets.host_cpu import l2_cache_bytes, vector_lanes, vector_registers
 
+from .reduction_schedule import worth_parallel
 from .tensor import transposing_reads
 
 
@@ -389,7 +390,9 @@ def softmax_schedule(s, f, is_output):
     reg = vector_lanes(f.dtype.bytes)        # elements in one vector register
     vw = reg if cols >= reg else 1
     lanes = 4 * reg if cols >= 16 * reg else vw
-    s[f].parallel(d.args[0].name).vectorize(col, vw)
+    s[f].vectorize(col, vw)
+    if worth_parallel(f):
+        s[f].parallel(d.args[0].name)
     s[e].compute_at(f, row).vectorize(e.definitions[0].args[-1].name, vw)
     e_row = e.definitions[0].args[-2].name
     for source in _inputs_read_along(e, e_row):

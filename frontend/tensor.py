@@ -29,6 +29,8 @@ from schedlang.deep_recursion import deep_recursion
 from schedlang.autotune.integration import choose_schedule, tuning_state
 from schedlang.targets.kernel import default_threads
 
+from .reduction_schedule import worth_parallel
+
 _names = itertools.count()
 
 # An inline element expression whose tree (shared sub-expressions counted each time they
@@ -581,7 +583,8 @@ def loop_schedule(s, f):
         # is one whole line of the output
         stage.reorder(io, oo, oi, ii).vectorize(ii)
         outer = next((d for d, n in enumerate(shape[:-1]) if n > 1), None)
-        stage.parallel(io if names[outer] == other else args[outer])
+        if worth_parallel(f):
+            stage.parallel(io if names[outer] == other else args[outer])
         return
     dims, ext = list(args), list(shape)
     # trailing dims of extent 1 leave nothing to vectorize: fold them into the one before
@@ -598,7 +601,7 @@ def loop_schedule(s, f):
         return
     if width is not None:
         stage.vectorize(dims[-1], width)
-    if outer is not None:
+    if outer is not None and worth_parallel(f):
         stage.parallel(dims[outer])
 
 

@@ -448,17 +448,20 @@ def test_grouped_conv2d_gets_the_column_tiled_schedule():
 
 @pytest.mark.parametrize("shape, dtype", [((5, 300), sl.float32), ((2, 3, 40), sl.float32),
                                           ((4, 7), sl.float32), ((5, 300), sl.float64),
-                                          ((3, 12), sl.float64)])
+                                          ((3, 12), sl.float64), ((40, 1000), sl.float32)])
 def test_softmax_over_rows_is_computed_a_row_at_a_time(shape, dtype):
+    from schedlang.frontend.reduction_schedule import PARALLEL_WORK
     rng = np.random.default_rng(24)
     a = (rng.standard_normal(shape) * 4).astype(dtype.name)
     x = Tensor.input("x", shape, dtype)
     kern = sl.compile(x.softmax(-1))
     ir = kern.loop_ir
-    # the exponentials and both reductions live inside the parallel row loop, with vector
-    # partial results (rfactor), not as whole-matrix buffers
-    first = ir.splitlines()[0]
-    assert first.lstrip().startswith("parallel for"), ir
+    # the exponentials and both reductions live inside the row loop (on threads when the
+    # matrix is large enough), with vector partial results (rfactor), not as whole-matrix
+    # buffers
+    first = ir.splitlines()[0].lstrip()
+    want = "parallel for" if int(np.prod(shape)) >= PARALLEL_WORK else "for"
+    assert first.startswith(want + " "), ir
     lanes = vector_lanes(dtype.bits // 8)       # one vector register of this CPU
     assert "_intm" in ir and ("ramp(" in ir) == (shape[-1] >= lanes)
     if shape[-1] >= lanes:
@@ -652,18 +655,24 @@ def test_softmax_of_a_transposed_input_takes_the_tiled_generic_schedule():
 @pytest.mark.parametrize("sa, sb, dtype", [((64,), (64, 96), np.float32),
                                            ((96, 64), (64,), np.float32),
                                            ((4, 64), (64, 96), np.float32),
+                                           ((4, 512), (512, 96), np.float32),
+                                           ((1024,), (1024, 96), np.float32),
                                            ((40, 48), (48, 64), np.float64)])
 def test_a_matmul_the_register_tiles_do_not_fit_runs_rows_in_parallel(sa, sb, dtype):
     # fewer than 6 rows, one column, or float64: the generic loop schedule had no parallel
-    # loop and read the right operand down its columns (7-13x slower than torch)
+    # loop and read the right operand down its columns (7-13x slower than torch); a small
+    # one runs on one thread (PARALLEL_WORK)
+    from schedlang.frontend.reduction_schedule import PARALLEL_WORK
     rng = np.random.default_rng(8)
     a, b = rng.standard_normal(sa).astype(dtype), rng.standard_normal(sb).astype(dtype)
     dt = sl.float64 if dtype == np.float64 else sl.float32
     kern = sl.compile(Tensor.input("a", sa, dt) @ Tensor.input("b", sb, dt))
-    assert "parallel for" in kern.loop_ir
+    work = int(np.prod(sa)) * int(np.prod(sb)) // sa[-1]
+    assert ("parallel for" in kern.loop_ir) == (work >= PARALLEL_WORK), kern.loop_ir
     strides = {int(m) for m in re.findall(r"ramp\([^()]*, (\d+), \d+\)", kern.loop_ir)}
     assert strides and strides <= {0, 1}, strides         # no reads down a column
-    np.testing.assert_allclose(kern(a=a, b=b), a @ b, rtol=1e-5, atol=1e-5)
+    # float32 sums of up to 1024 products, in another order than numpy's
+    np.testing.assert_allclose(kern(a=a, b=b), a @ b, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("out_channels", [12, 20, 3])
@@ -721,3 +730,17 @@ def test_a_float64_conv_takes_the_register_tiles_with_8_lanes(shape):
     ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1,
                                      stride=stride, groups=groups).numpy()
     np.testing.assert_allclose(kern(x=x, w=w), ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape, threads", [((4, 64), False), ((256, 256), True)])
+def test_only_loops_with_enough_work_run_on_threads(shape, threads):
+    # handing 256 elements to the thread pool costs more than computing them, and every
+    # parallel loop is a function of its own for LLVM (30 small layernorms compiled in 13 s)
+    from schedlang.frontend.reduction_schedule import PARALLEL_WORK
+    assert (int(np.prod(shape)) >= PARALLEL_WORK) == threads
+    a = rng.standard_normal(shape).astype(np.float32)
+    x = Tensor.input("x", shape)
+    for y, want in ((x.relu(), np.maximum(a, 0)), (x.sum(-1), a.sum(-1))):
+        kern = sl.compile(y)
+        assert ("parallel for" in kern.loop_ir) == threads, kern.loop_ir
+        np.testing.assert_allclose(kern(x=a), want, rtol=1e-5, atol=1e-4)
