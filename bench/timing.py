@@ -7,8 +7,6 @@ Example: ``t = measure(lambda: kern(A=a, B=b), cold=True, budget_s=1.0)``; ``t.m
 """
 from __future__ import annotations
 
-import math
-import os
 import time
 
 import numpy as np
@@ -16,6 +14,7 @@ import numpy as np
 # overwrites a buffer larger than the last-level cache; the autotuner times small
 # kernels the same way
 from schedlang.autotune.measure import flush_caches as flush_cache
+from schedlang.autotune.integration import seconds_from_env
 from schedlang.autotune.measure import runs_start_cold
 
 
@@ -27,14 +26,8 @@ def row_budget_s():
     1 s (a smaller budget gives quicker, noisier rows; the test suite uses one). A value
     that is not a finite number of seconds > 0 raises SystemExit with what to set.
     Example: ``measure_in_turns(fns, cold, budget_s=row_budget_s())``."""
-    text = os.environ.get("SCHEDLANG_BENCH_BUDGET_S", "").strip()
-    if not text:
-        return DEFAULT_ROW_BUDGET_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < math.inf:
+    value, text = seconds_from_env("SCHEDLANG_BENCH_BUDGET_S", DEFAULT_ROW_BUDGET_S)
+    if value is None:
         raise SystemExit(f"SCHEDLANG_BENCH_BUDGET_S={text!r}: the timing budget of a bench row "
                          "must be a finite number of seconds > 0; set e.g. "
                          f"SCHEDLANG_BENCH_BUDGET_S=0.5, or unset it for {DEFAULT_ROW_BUDGET_S:g} s")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..errors import AlgorithmError
 from . import expr as E
 from . import types as T
+from .func import index_exprs
 
 
 class BoundaryView:
@@ -47,17 +48,7 @@ class BoundaryView:
         if len(args) != len(self.shape):
             raise AlgorithmError(f"{_API[self.mode]}({self.name}) has {len(self.shape)} dimensions "
                                  f"but is indexed with {len(args)}")
-        idx = []
-        for a in args:
-            if isinstance(a, slice):
-                raise AlgorithmError(f"{_API[self.mode]}({self.name})[...]: slices are not "
-                                     "indices; use Vars or integer expressions")
-            e = E.to_expr(a)
-            if not (e.dtype.is_int or e.dtype.is_bool):
-                raise AlgorithmError(f"{_API[self.mode]}({self.name})[...]: index {e} has type "
-                                     f"{e.dtype}; indices must be integers (use "
-                                     "sl.cast(sl.int32, ...))")
-            idx.append(E.fix_weak(e))
+        idx = index_exprs(args, f"{_API[self.mode]}({self.name})")
         inside = None
         mapped = []
         for a, n in zip(idx, self.shape):

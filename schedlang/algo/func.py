@@ -44,6 +44,24 @@ def _shape_size(x, owner):
     return size
 
 
+def index_exprs(args, what):
+    """The integer index expressions of ``what[args]`` (``args`` a tuple; ``what`` the text
+    naming what is read, e.g. ``"A"`` or ``"mirror(A)"``): a slice or a float index is an
+    AlgorithmError naming it. Example: ``index_exprs((x, 1), "A")``."""
+    out = []
+    for a in args:
+        if isinstance(a, slice):
+            raise AlgorithmError(f"{what}[...]: slices are not indices; use Vars or integer "
+                                 "expressions")
+        e = E.to_expr(a)
+        if not (e.dtype.is_int or e.dtype.is_bool):
+            raise AlgorithmError(f"{what}[{', '.join(str(E.to_expr(x)) for x in args)}]: "
+                                 f"index {e} has type {e.dtype}; indices must be integers "
+                                 "(use sl.cast(sl.int32, ...))")
+        out.append(E.fix_weak(e))
+    return out
+
+
 class Callable:
     """Shared behaviour of things that can be read at an index: Func and Input."""
 
@@ -51,20 +69,7 @@ class Callable:
     dtype: T.DType
 
     def _index_args(self, args):
-        if not isinstance(args, tuple):
-            args = (args,)
-        out = []
-        for a in args:
-            if isinstance(a, slice):
-                raise AlgorithmError(f"{self.name}[...]: slices are not indices; use Vars or "
-                                     "integer expressions")
-            e = E.to_expr(a)
-            if not (e.dtype.is_int or e.dtype.is_bool):
-                raise AlgorithmError(f"{self.name}[{', '.join(str(E.to_expr(x)) for x in args)}]: "
-                                     f"index {e} has type {e.dtype}; indices must be integers "
-                                     "(use sl.cast(sl.int32, ...))")
-            out.append(E.fix_weak(e))
-        return out
+        return index_exprs(args if isinstance(args, tuple) else (args,), self.name)
 
     def __repr__(self):
         return f"{type(self).__name__}({self.name!r})"

@@ -43,17 +43,25 @@ def beam_from_env():
     return n
 
 
-def budget_from_env():
-    """Seconds a BEAM search may take: ``SCHEDLANG_BEAM_BUDGET_S`` or 55. A value that is
-    not a number of seconds > 0 raises ScheduleError. Example: ``budget_from_env()``."""
-    text = os.environ.get("SCHEDLANG_BEAM_BUDGET_S", "").strip()
+def seconds_from_env(name, default):
+    """``(seconds, text)`` from environment variable ``name``: ``default`` when it is unset
+    or empty, None for seconds when its text is not a finite number > 0 (the caller says
+    what to set). Example: ``seconds_from_env("SCHEDLANG_BEAM_BUDGET_S", 55.0)``."""
+    text = os.environ.get(name, "").strip()
     if not text:
-        return DEFAULT_BEAM_BUDGET_S
+        return default, text
     try:
         value = float(text)
     except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
+        return None, text
+    return (value if 0 < value < float("inf") else None), text
+
+
+def budget_from_env():
+    """Seconds a BEAM search may take: ``SCHEDLANG_BEAM_BUDGET_S`` or 55. A value that is
+    not a number of seconds > 0 raises ScheduleError. Example: ``budget_from_env()``."""
+    value, text = seconds_from_env("SCHEDLANG_BEAM_BUDGET_S", DEFAULT_BEAM_BUDGET_S)
+    if value is None:
         raise ScheduleError(f"SCHEDLANG_BEAM_BUDGET_S={text!r}: the tuning budget must be a "
                             "finite number of seconds > 0; set e.g. SCHEDLANG_BEAM_BUDGET_S=30, "
                             f"or unset it for {DEFAULT_BEAM_BUDGET_S:g} s")
