@@ -43,11 +43,11 @@ def worth_parallel(f):
     for d in f.definitions:
         rdoms = [v.rdom for v in d.rvars] + [r.rdom for r in d.reductions]
         for rd in {id(r): r for r in rdoms}.values():
-            for lo, ext in rd.bounds:
-                e = ext.value if isinstance(ext, E.Const) else ext if isinstance(ext, int) else None
+            for _, ext in rd.bounds:
+                e = _const_extent(ext)
                 if e is None:
                     return True
-                work *= max(int(e), 1)
+                work *= max(e, 1)
     return work >= PARALLEL_WORK
 
 
@@ -58,9 +58,13 @@ def _extent(f, name):
     return int(size.value) if isinstance(size, E.Const) else None
 
 
-def _rvar_extent(rv):
-    ext = rv.rdom.bounds[rv.dim][1]
+def _const_extent(ext):
+    """An RDom extent as an int, or None when it is symbolic."""
     return int(ext.value) if isinstance(ext, E.Const) else ext if isinstance(ext, int) else None
+
+
+def _rvar_extent(rv):
+    return _const_extent(rv.rdom.bounds[rv.dim][1])
 
 
 def _last_index_rvars(f):

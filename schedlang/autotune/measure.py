@@ -113,8 +113,7 @@ def _lower_and_compile(outputs, target, schedule_json, jit, threads):
     s = Schedule.from_json(schedule_json, *outputs)
     stmt, ctx = lower_pipeline(s, target)
     args = kernel_args(stmt, s)
-    features = loop_features(stmt, threads)
-    ir_hash = hashlib.sha256(str(stmt).encode()).hexdigest()
+    features, ir_hash = _features_and_hash(stmt, threads)
     payload = _pickle_deep((stmt, args, list(ctx.user_facts), list(ctx.call_checks),
                             dict(ctx.assert_messages)))
     if jit:
@@ -127,9 +126,14 @@ def kernel_result(kern, threads):
     """The CandidateResult of a Kernel compiled already (the default schedule's, made for
     the reference output): its features and IR hash from the loop IR it was built from,
     with no second lowering. Example: ``kernel_result(bench.default_kernel, 2).ir_hash``."""
-    stmt = kern.loop_ir_stmt
-    return CandidateResult(True, features=loop_features(stmt, threads),
-                           ir_hash=hashlib.sha256(str(stmt).encode()).hexdigest())
+    features, ir_hash = _features_and_hash(kern.loop_ir_stmt, threads)
+    return CandidateResult(True, features=features, ir_hash=ir_hash)
+
+
+def _features_and_hash(stmt, threads):
+    """A candidate's cost-model features and the hash that tells equal loop IR apart (one
+    definition, so a worker's candidate and the default compare alike)."""
+    return loop_features(stmt, threads), hashlib.sha256(str(stmt).encode()).hexdigest()
 
 
 def _failed(e, t0):
