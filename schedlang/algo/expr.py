@@ -83,8 +83,9 @@ class ExprOps:
 class Expr(ExprOps):
     """Base of every expression node; ``dtype`` is its DType."""
 
-    # _key / _vars: structural_key and the Var names, cached (nodes never change in place)
-    __slots__ = ("dtype", "_key", "_vars")
+    # _key / _vars / _flags: structural_key, the Var names and node_flags, cached (nodes
+    # never change in place); _fixed: the lowering simplifier leaves this node as it is
+    __slots__ = ("dtype", "_key", "_vars", "_flags", "_fixed")
     children: tuple = ()
 
     @deep_recursion(AlgorithmError, "printing an expression")
@@ -95,23 +96,29 @@ class Expr(ExprOps):
     __str__ = __repr__
 
     def kids(self):
-        """The child expressions, in field order."""
+        """The child expressions, in field order. (The common node kinds override this with
+        a tuple of their fields: the compiler's walks call it for every node.)"""
+        if not self.children:
+            return ()
         return tuple(getattr(self, f) for f in self.children)
 
     def with_kids(self, kids):
         """A copy of this node with its child expressions replaced."""
         if all(a is b for a, b in zip(kids, self.kids())):
             return self
-        new = object.__new__(type(self))
-        for s in _all_slots(type(self)):
-            if s not in _CACHE_SLOTS and hasattr(self, s):
+        cls = type(self)
+        new = object.__new__(cls)
+        for s in _data_slots(cls):
+            try:
                 object.__setattr__(new, s, getattr(self, s))
+            except AttributeError:      # a slot this node never set
+                pass
         for f, k in zip(self.children, kids):
             object.__setattr__(new, f, k)
         return new
 
 
-_CACHE_SLOTS = ("_key", "_vars")
+_CACHE_SLOTS = ("_key", "_vars", "_flags", "_fixed")
 
 
 def _all_slots(cls):
@@ -119,6 +126,18 @@ def _all_slots(cls):
     for c in cls.__mro__:
         out.extend(getattr(c, "__slots__", ()))
     return out
+
+
+_DATA_SLOTS = {}
+
+
+def _data_slots(cls):
+    """The slots ``with_kids`` copies: all but the caches and the children (per class)."""
+    hit = _DATA_SLOTS.get(cls)
+    if hit is None:
+        hit = _DATA_SLOTS[cls] = tuple(s for s in _all_slots(cls)
+                                       if s not in _CACHE_SLOTS and s not in cls.children)
+    return hit
 
 
 class Const(Expr):
@@ -199,6 +218,17 @@ class BinOp(Expr):
     __slots__ = ("op", "a", "b")
     children = ("a", "b")
 
+    def kids(self):
+        return (self.a, self.b)
+
+    def with_kids(self, kids):
+        a, b = kids
+        if a is self.a and b is self.b:
+            return self
+        new = object.__new__(BinOp)
+        new.op, new.a, new.b, new.dtype = self.op, a, b, self.dtype
+        return new
+
     def __init__(self, op, a, b, dtype=None):
         self.op, self.a, self.b = op, a, b
         self.dtype = dtype or (T.bool_.with_lanes(a.dtype.lanes) if op in CMP_OPS else a.dtype)
@@ -210,6 +240,9 @@ class UnOp(Expr):
     __slots__ = ("op", "a")
     children = ("a",)
 
+    def kids(self):
+        return (self.a,)
+
     def __init__(self, op, a):
         self.op, self.a, self.dtype = op, a, a.dtype
 
@@ -218,6 +251,9 @@ class Select(Expr):
     __slots__ = ("cond", "t", "f")
     children = ("cond", "t", "f")
 
+    def kids(self):
+        return (self.cond, self.t, self.f)
+
     def __init__(self, cond, t, f):
         self.cond, self.t, self.f, self.dtype = cond, t, f, t.dtype
 
@@ -225,6 +261,9 @@ class Select(Expr):
 class Cast(Expr):
     __slots__ = ("value",)
     children = ("value",)
+
+    def kids(self):
+        return (self.value,)
 
     def __init__(self, dtype, value):
         self.dtype, self.value = dtype, value
@@ -276,6 +315,9 @@ class Reduce(Expr):
 
     __slots__ = ("op", "body", "rdom")
     children = ("body",)
+
+    def kids(self):
+        return (self.body,)
 
     def __init__(self, op, body, rdom, dtype):
         self.op, self.body, self.rdom, self.dtype = op, body, rdom, dtype
@@ -715,6 +757,31 @@ def _var_names(n):
         else:
             out = frozenset().union(*(_var_names(k) for k in kids))
     n._vars = out
+    return out
+
+
+# bits of node_flags: kinds of node the compiler's passes look for, so that a pass can skip
+# an expression without walking it
+INT_MINMAX = 1      # a scalar integer min / max (a clamp of index arithmetic)
+FUNC_READ = 2       # a read of a Func or Input (FuncRef)
+
+
+def node_flags(n):
+    """The ``INT_MINMAX`` / ``FUNC_READ`` bits of the nodes anywhere in ``n``, cached on each
+    node. Example: ``node_flags(sl.min(x, 3) + 1) & INT_MINMAX`` is true."""
+    try:
+        return n._flags
+    except AttributeError:
+        pass
+    out = 0
+    for k in n.kids():
+        out |= node_flags(k)
+    if isinstance(n, BinOp):
+        if n.op in ("min", "max") and n.dtype.is_int and n.dtype.lanes == 1:
+            out |= INT_MINMAX
+    elif isinstance(n, FuncRef):
+        out |= FUNC_READ
+    n._flags = out
     return out
 
 

@@ -126,6 +126,9 @@ class AccessBoxes:
         return _tighter(hi, bounds_of(simplify(e), sc).hi, "min")
 
     def expr(self, e, site):
+        if not E.node_flags(e) & E.FUNC_READ:
+            return
+
         def fn(n):
             if isinstance(n, E.FuncRef):
                 self.visit("call", n.func, n.args, self.scope, n.via or site)

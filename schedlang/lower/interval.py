@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..algo import expr as E
 from ..algo import types as T
 from . import ir
-from .simplify import const_value, simplify
+from ..algo.evaluate import fold
+from .simplify import const_value, mk_const, simplify
 
 
 class Interval:
@@ -35,7 +36,21 @@ class Interval:
 def _op(op, a, b):
     if a is None or b is None:
         return None
+    ca, cb = const_value(a), const_value(b)
+    if ca is not None and cb is not None and not (a.dtype.is_float or b.dtype.is_float):
+        # most bounds are constants: fold them without building and simplifying a node
+        r = fold(op, _as_int64_value(ca, a.dtype), _as_int64_value(cb, b.dtype), T.int64)
+        if r is not None:
+            return E.Const(r, T.int64) if _INT64_MIN <= r <= _INT64_MAX else mk_const(r, T.int64)
     return simplify(E.BinOp(op, ir.as_int64(a), ir.as_int64(b)))
+
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _as_int64_value(c, dtype):
+    """The value of a constant of ``dtype`` cast to int64 (only a uint64 can wrap)."""
+    return int(c) if dtype.is_signed or dtype.bits < 64 else E._convert_value(int(c), T.int64)
 
 
 def union(a: Interval, b: Interval) -> Interval:

@@ -27,6 +27,9 @@ class Load(E.Expr):
     __slots__ = ("buffer", "index")
     children = ("index",)
 
+    def kids(self):
+        return (self.index,)
+
     def __init__(self, buffer: str, index, dtype):
         self.buffer, self.index = buffer, index
         self.dtype = dtype.with_lanes(index.dtype.lanes)
@@ -40,6 +43,9 @@ class Ramp(E.Expr):
 
     __slots__ = ("base", "stride", "lanes")
     children = ("base", "stride")
+
+    def kids(self):
+        return (self.base, self.stride)
 
     def __init__(self, base, stride, lanes):
         self.base, self.stride, self.lanes = base, stride, lanes
@@ -55,6 +61,9 @@ class Broadcast(E.Expr):
     __slots__ = ("value", "lanes")
     children = ("value",)
 
+    def kids(self):
+        return (self.value,)
+
     def __init__(self, value, lanes):
         self.value, self.lanes = value, lanes
         self.dtype = value.dtype.with_lanes(lanes)
@@ -68,6 +77,9 @@ class VectorReduce(E.Expr):
 
     __slots__ = ("op", "value")
     children = ("value",)
+
+    def kids(self):
+        return (self.value,)
 
     def __init__(self, op, value):
         self.op, self.value = op, value

@@ -148,10 +148,7 @@ class _ClampRemover:
 
 
 def _has_int_minmax(e):
-    found = []
-    E.walk_expr(e, lambda n: found.append(1) if isinstance(n, E.BinOp) and n.op in (
-        "min", "max") and n.dtype.is_int else None)
-    return bool(found)
+    return bool(E.node_flags(e) & E.INT_MINMAX)
 
 
 def remove_clamps(stmt, ctx):

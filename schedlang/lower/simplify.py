@@ -151,6 +151,8 @@ class Simplifier:
         self.memo = {}
 
     def __call__(self, e):
+        if getattr(e, "_fixed", False):
+            return e
         k = id(e)
         hit = self.memo.get(k)
         if hit is not None and hit[0] is e:
@@ -158,6 +160,13 @@ class Simplifier:
         kids = e.kids()
         n = e.with_kids(tuple(self(c) for c in kids)) if kids else e
         r = self.visit(n)
+        if r is not n and type(r) is type(n) and E.same(r, n):
+            r = n       # rebuilt alike (a linear form in canonical order already)
+        if r is e:
+            # e and all its children simplify to themselves: a later pass (each
+            # re-simplifies whole statements) returns it at once. Exact, as the rules
+            # depend on the node alone
+            e._fixed = True
         self.memo[k] = (e, r)
         return r
 

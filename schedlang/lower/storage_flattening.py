@@ -39,6 +39,9 @@ def storage_flattening(stmt, ctx):
         layouts[id(b)] = _Layout(b.name, [E.Const(0, T.int64)] * len(shape), shape)
 
     def expr_fn(e):
+        if not E.node_flags(e) & E.FUNC_READ:
+            return e
+
         def fn(n):
             if isinstance(n, E.FuncRef):
                 lay = layouts[id(n.func)]
