@@ -428,7 +428,9 @@ class Conv(Workload):
         return out
 
     def tolerance(self):
-        return 2e-3
+        # float32 rounding of a sum grows with its length (C * kh * kw terms): 2.2e-3 for
+        # 4096 channels (numpy's own float32 result is 1e-3 from the exact sum there)
+        return max(2e-3, 3e-7 * self.size[1] * self.kernel ** 2)
 
 
 class Softmax(Workload):

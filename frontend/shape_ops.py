@@ -170,6 +170,11 @@ def flatten(x, start_dim=0, end_dim=-1):
 def unsqueeze(x, dim):
     """Insert a size-1 dim at ``dim`` (torch): ``x.unsqueeze(0)``."""
     x = as_tensor(x, "unsqueeze")
+    if _is_axis(dim) and not -x.ndim - 1 <= dim <= x.ndim:
+        # (normalize_axis would count the new dim in the tensor's: "with 5 dimension(s)")
+        raise sl.AlgorithmError(f"unsqueeze: dim {dim} is out of range for a tensor of shape "
+                                f"{x.shape}; the new dim goes at a position in "
+                                f"[{-x.ndim - 1}, {x.ndim}]")
     d = normalize_axis(dim, x.ndim + 1, "unsqueeze")
     return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
 

@@ -298,6 +298,13 @@ class Tensor:
             self._pipeline = (out, default_schedule(self, out))
         return self._pipeline
 
+    def __schedlang_func__(self):
+        """What ``s[tensor]`` schedules when the Tensor is part of a larger pipeline: the
+        Input of a ``Tensor.input`` or constant, the Func of a stored op (a reduction,
+        matmul, conv2d, ...); None for one computed inline in its consumers (elementwise
+        math, views), which has no schedule of its own."""
+        return self.input_node if self.input_node is not None else self.func
+
     def pipeline(self):
         """``(output Func, Schedule)``: what ``sl.compile(tensor)`` compiles, to schedule by
         hand. The Schedule is a copy of the frontend's default one; ``sl.Schedule(tensor)``

@@ -433,6 +433,9 @@ def cmd_bench(args):
         raise SystemExit(f"--csv {args.csv} and --plot {args.plot} name the same file; give "
                          "each its own, e.g. --csv rows.csv --plot rates.png")
     for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
+        if path is not None and not path.strip():
+            raise SystemExit(f"{flag} '': name the file to write, e.g. {flag} "
+                             f"{'rows.csv' if flag == '--csv' else 'rates.png'}")
         if path:
             _check_writable(flag, path)
     if args.plot:
@@ -524,7 +527,15 @@ def cmd_show(args):
         except (sl.SchedlangError, ValueError, KeyError, TypeError) as e:
             raise SystemExit(f"--schedule {args.schedule}: not a schedule of {w.name} "
                              f"{w.shape_text} saved with Schedule.to_json() ({e})") from None
-    kern = sl.compile(outs, s, target=args.target)     # a bad target: said before any output
+    try:
+        kern = sl.compile(outs, s, target=args.target)     # a bad target: said before any output
+    except (sl.ScheduleError, sl.AlgorithmError) as e:
+        if not args.schedule:
+            raise
+        # a schedule written for another size of the workload (an unroll of a loop whose
+        # extent is no longer constant): the message names the file it came from
+        raise SystemExit(f"schedlang show: --schedule {args.schedule} does not fit {w.name} "
+                         f"{w.shape_text}: {type(e).__name__}: {e}") from None
     print(f"# algorithm ({w.name} {w.shape_text})\n" + algorithm_text(outs))
     print("# schedule\n" + str(s))
     print("# loop IR\n" + kern.loop_ir)
@@ -547,6 +558,10 @@ def cmd_tune(args):
                          f"{MAX_THREADS} (default: all cores)")
     w = make_workload(args.workload, args.size or WORKLOADS[args.workload].default_sizes[0],
                       args.stride, args.kernel)
+    from schedlang.compiler import check_target
+    if check_target(args.target) != "llvm":     # a bad target: said before "tuning ..."
+        raise SystemExit(f"--target {args.target}: tune times every candidate on this "
+                         "machine's CPU; use --target llvm or llvm:<cpu>")
     outs, hand = w.algorithm()
     from schedlang.autotune.keys import check_threads
     threads = check_threads(args.threads)       # the database keys the result by it
@@ -610,7 +625,7 @@ def _main(argv):
                    help="a size, or several as 1024,2048 or a repeated --size")
     b.add_argument("--beam", type=int, default=0)
     b.add_argument("--compare", default=",".join(DEFAULT_COMPARE),
-                   type=lambda t: [x for x in t.split(",") if x],
+                   type=lambda t: [x.strip() for x in t.split(",") if x.strip()],
                    help="comparison systems (default: %(default)s; torch and halide rows "
                         "appear when those packages are installed)")
     b.add_argument("--threads", default=None, help="N or a list like 1,2 (default: all cores)")

@@ -66,6 +66,10 @@ def output_funcs(outputs, caller="sl.compile"):
 
 
 def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False, caller="sl.compile"):
+    # frontend Tensors stand for Funcs of generated names: a message says what to do in
+    # terms of the Tensors the caller holds
+    given = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    tensors = any(hasattr(o, "__schedlang_pipeline__") for o in given)
     outputs, default = output_funcs(outputs, caller)
     if schedule is None:
         # a tuned schedule from the tuning database, or (BEAM=N, when compiling) a new
@@ -82,6 +86,17 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False, caller="
         ours = ", ".join(o.name for o in outputs)
         same = " (another Func of the same name: was the algorithm built again?)" \
             if theirs == ours else ""
+        if sorted(map(id, schedule.outputs)) == sorted(map(id, outputs)):
+            raise CompileError(f"{caller}: the schedule was built for the same outputs in another "
+                               f"order ({theirs}, not {ours}); list the outputs in the order "
+                               "the Schedule was built with (each output's array is returned "
+                               "in that position)")
+        if tensors:
+            raise CompileError(f"{caller}: the schedule was built for other outputs (Funcs "
+                               f"{theirs}) than the Tensor(s) compiled here (Func(s) {ours}); "
+                               "build it from the same Tensor objects you compile: "
+                               "s = sl.Schedule(y); sl.compile(y, s), or sl.Schedule(y1, y2) "
+                               "for sl.compile([y1, y2], s)")
         raise CompileError(f"{caller}: the schedule is for {theirs}, not these outputs "
                            f"{ours}{same}; build it with sl.Schedule({ours}) of the Funcs you "
                            "compile, or move it over with Schedule.from_json(s.to_json(), ...)")
@@ -211,11 +226,16 @@ def kernel_args(stmt, schedule):
         for d in schedule.definitions(g):
             for e in definition_exprs(d):
                 E.walk_expr(e, fn)
-    taken = {a.name for a in args}
+    taken = {b.name: f"Input {b.name}" for b in schedule.inputs}
+    taken.update({o.name: f"output Func {o.name}" for o in schedule.outputs})
     for name in sorted(scalars):
         if name in taken:
-            raise CompileError(f"the name {name!r} is used by both a buffer and a size or Param; "
-                               "rename one of them")
+            # a kernel takes both by this name: an algorithm mistake, not a compiler one
+            kind, n = kinds[name]
+            of = f" of Input {n.source.name}" if getattr(n, "source", None) else ""
+            what = f"the Param {name!r}" if kind == "Param" else f"the symbolic size {name!r}{of}"
+            raise AlgorithmError(f"{what} has the same name as the {taken[name]}; a kernel "
+                                 f"takes each by its name, so rename one of them")
         args.append(ir.KernelArg(name, "scalar", scalars[name]))
     return args
 

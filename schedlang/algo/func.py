@@ -489,10 +489,26 @@ class Func(Callable):
     def _split_reductions_update(self, value, names):
         def go(n):
             if isinstance(n, E.Reduce):
+                self._refuse_reduction_of_self(n)
                 return self._helper(E.Reduce(n.op, go(n.body), n.rdom, n.dtype))
             kids = n.kids()
             return n if not kids else n.with_kids(tuple(go(k) for k in kids))
         return go(value)
+
+    def _refuse_reduction_of_self(self, red):
+        """An inline reduction in an update is a helper Func computed before the update; one
+        that reads this Func would read the values the update itself produces (a cycle)."""
+        parts = [red.body] + ([red.rdom.predicate] if red.rdom.predicate is not None else [])
+        if not any(ref.func is self for p in parts for ref in all_nodes(p, E.FuncRef)):
+            return
+        name = self.name
+        raise AlgorithmError(
+            f"{name} update {len(self.definitions) - 1}: the inline sl.{red.op}(...) reads "
+            f"{name} itself; an inline reduction is computed as its own Func before the update, "
+            f"so it would read the values this update produces (a cycle). Give the values it "
+            f"reduces their own Func ({name}0[...] = ...; {name}[...] = {name}0[...]) and reduce "
+            f"over that, or fold it into this update over the RDom (e.g. "
+            f"{name}[i, 0] = sl.max({name}[i, 0], {name}[i, r]))")
 
     def stage(self, n):
         return self.definitions[n]

@@ -1,6 +1,7 @@
 """Readable text for expressions, in the user's names (never mangled ones).
 
-Example: ``expr_to_str(A[i, k] * 2)`` gives ``'A[i, k] * 2'``.
+Example: ``expr_to_str(A[i, k] * 2)`` gives ``'A[i, k] * 2'`` for an int32 ``A`` and
+``'A[i, k] * 2.0'`` for a float32 one (a weak literal prints as the type it took).
 """
 from __future__ import annotations
 

@@ -255,7 +255,8 @@ def _reduction(op, e, over):
     if not rdoms:
         raise AlgorithmError(f"sl.{op}({body}): the expression uses no RDom; reduce over an "
                              "RDom variable (or pass over=...)")
-    _check_one_version_of_each_rdom(rdoms, f"sl.{op}({body})")
+    # the message prints the body: only when it is raised (printing costs as much as the rest)
+    _check_one_version_of_each_rdom(rdoms, lambda: f"sl.{op}({body})")
     if len(rdoms) > 1:
         if op in ("argmax", "argmin"):
             raise AlgorithmError(f"sl.{op} needs a single 1-D RDom, got "
@@ -291,13 +292,14 @@ def _check_over_names_the_used_version(op, body, rdoms):
 def _check_one_version_of_each_rdom(rdoms, where):
     """``r`` and ``r.where(...)`` (or two different ``where``s of ``r``) are one variable
     ``r`` restricted differently: reducing over both at once has no single meaning (and
-    would be two loops of one name)."""
+    would be two loops of one name). ``where`` names the place: a str, or a callable
+    giving it."""
     for k, rd in enumerate(rdoms):
         origin = getattr(rd, "origin", rd)
         for other in rdoms[:k]:
             if getattr(other, "origin", other) is origin:
                 raise AlgorithmError(
-                    f"{where}: uses both {rd.name} and a restricted version of it "
+                    f"{where() if callable(where) else where}: uses both {rd.name} and a restricted version of it "
                     f"({rd.name}.where(...)), which are one variable {rd.name}; use the same "
                     f"RDom everywhere in it (for example only the {rd.name}.where(...) one)")
 

@@ -142,6 +142,11 @@ def concrete_sizes(outputs, sizes=None):
                 raise AlgorithmError(f"autotune: Input {i.name} dimension {d} is the symbolic size "
                                      f"{u}; tuning needs concrete sizes, pass sizes={{'{u}': ...}}"
                                      ) from None
+            if shape[-1] < 0:
+                given = f" with sizes={sizes!r}" if sizes else ""
+                raise AlgorithmError(f"autotune: Input {i.name} dimension {d} is {shape[-1]}"
+                                     f"{given}; a size cannot be negative: pass sizes that "
+                                     "make every dimension >= 0, e.g. sizes={'N': 1024}")
         out[i.name] = tuple(shape)
     return out
 

@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import math
 import multiprocessing
 import os
 import pickle
@@ -32,7 +33,7 @@ from ..algo import expr as E
 from ..algo.func import definition_exprs
 from ..compiler import compile as sl_compile, kernel_args
 from ..deep_recursion import deep_recursion
-from ..errors import CompileError, SchedlangError
+from ..errors import CompileError, ScheduleError, SchedlangError
 from ..lower.lower import lower_pipeline
 from ..schedule.schedule import Schedule
 from ..targets.kernel import Kernel
@@ -338,15 +339,66 @@ def random_inputs(schedule, shapes, seed=0):
              for e in definition_exprs(d)] + list(schedule.assumptions)
     for e in exprs:
         E.walk_expr(e, lambda n: params.setdefault(n.name, n) if isinstance(n, E.Param) else None)
-    for name, p in sorted(params.items()):
-        # a Param often scales or offsets values; 1.25 / 2 keep results in a normal range
-        if p.dtype.is_float:
-            values[name] = 1.25
-        elif p.dtype.is_bool:
-            values[name] = True
-        else:
-            values[name] = 2
+    values.update(_param_values(schedule, shapes, params))
     return values
+
+
+# Param values tried in turn, the first one that keeps every ``assume`` true is used: a
+# Param often scales or offsets values, and 1.25 / 2 keep results in a normal range
+_INT_TRIES = (2, 1, 3, 4, 0, 5, 6, 7, 8) + tuple(1 << k for k in range(4, 31)) + (
+    -1, -2, -8, -(1 << 10), -(1 << 20))
+_FLOAT_TRIES = (1.25, 0.5, 2.0, 1.0, 0.0, 0.25, 4.0, 10.0, 100.0, 1e4, 1e6, -1.25, -100.0)
+
+
+def _param_values(schedule, shapes, params):
+    """A value for each Param (``params``: name -> Param) that keeps the pipeline's
+    ``assume`` facts true at these Input ``shapes`` (the kernel refuses arguments that
+    break one, and autotune has no Param values from the user); ScheduleError naming the
+    Param and the fact when none of the values tried does."""
+    from ..algo.evaluate import Unbound, evaluate
+    from ..algo.printer import user_text
+    env = {}
+    for inp in schedule.inputs:
+        for x, n in zip(inp.shape, shapes[inp.name]):
+            if isinstance(x, E.Var):
+                env[x.name] = int(n)
+    facts = list(schedule.assumptions)
+    # then values next to the facts' constants: assume(p >= 1000) holds for 1000
+    consts = []
+    for f in facts:
+        E.walk_expr(f, lambda n: consts.append(n.value) if isinstance(n, E.Const)
+                    and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)
+                    else None)
+    near = [c + d for c in sorted(set(consts), key=abs) for d in (0, 1, -1)]
+
+    def holds(fact, known):
+        try:
+            return bool(evaluate(fact, known, exact=True))
+        except (Unbound, ArithmeticError, ValueError):
+            return True      # about a Param not chosen yet, or not decidable here
+
+    chosen = {}
+    for name, p in sorted(params.items()):
+        if p.dtype.is_bool:
+            tries = (True, False)
+        elif p.dtype.is_float:
+            tries = _FLOAT_TRIES + tuple(float(c) for c in near)
+        else:
+            lo, hi = p.dtype.min_value(), p.dtype.max_value()
+            tries = tuple(dict.fromkeys(v for v in _INT_TRIES + tuple(
+                int(c) for c in near if math.isfinite(c)) if lo <= v <= hi))
+        for v in tries:
+            known = {**env, **chosen, name: v}
+            if all(holds(f, known) for f in facts):
+                chosen[name] = v
+                break
+        else:
+            broken = [f for f in facts if not holds(f, {**env, **chosen, name: tries[0]})]
+            raise ScheduleError(f"autotune: no value tried for Param {name} satisfies "
+                                f"assume({user_text(broken[0])}), so the pipeline cannot be "
+                                "run on random data to time its schedules; tune a pipeline "
+                                f"without that assume, or one where {name} is a constant")
+    return chosen
 
 
 def _as_tuple(x):

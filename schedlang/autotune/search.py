@@ -293,7 +293,11 @@ class _Search:
             if r.ir_hash in self.by_ir:
                 self.report.duplicates += 1
                 continue
-            if self.left() <= 0 and not past_budget:
+            # a candidate that compiled in time is still checked and timed (briefly) in the
+            # part of the budget kept for timing the finalists again: a budget that ran out
+            # while the round compiled threw the whole round away, and in round 0 (a
+            # loaded machine, slow compiles) the search returned the default schedule
+            if self.end - time.perf_counter() <= 0 and not past_budget:
                 break
             best = self.best()
             try:

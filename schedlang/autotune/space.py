@@ -10,7 +10,7 @@ out or in, a directive dropped). Every child is therefore again a plain trace, i
 without checking; ``realize`` replays one and a ScheduleError rejects it.
 Example::
 
-    for child in children(s, extents_of(s)):
+    for child in children(s, ["C"]):   # the algorithm's own Func names
         s2 = realize(child, [C])      # an sl.Schedule, or raises sl.ScheduleError
 """
 from __future__ import annotations
@@ -84,9 +84,10 @@ _REGIONS = {}
 
 def stored_regions(outputs):
     """``{func name: [extent or None per dimension]}``: the region of every Func of the
-    pipeline when all of them are stored (compute_root), from bounds inference, so that
-    a producer indexed differently from the output (a padded input, transposed weights)
-    has its true extents. Cached per pipeline. Example: ``stored_regions([C])["C"]``."""
+    pipeline but its outputs (an output's region is its shape) when all of them are
+    stored (compute_root), from bounds inference, so that a producer indexed differently
+    from the output (a padded input, transposed weights) has its true extents. Cached per
+    pipeline. Example: ``stored_regions([C])["Bp"]`` for a ``C`` that reads a Func ``Bp``."""
     key = tuple(id(o) for o in outputs)
     hit = _REGIONS.get(key)
     if hit is not None and all(a is b for a, b in zip(hit[0], outputs)):

@@ -72,7 +72,8 @@ class AccessBoxes:
         elif isinstance(s, ir.LetStmt):
             # a let ahead of the stores that use it (an argmax's comparison) reads for them
             self.expr(s.value, site or _first_store(s.body))
-            iv = _promised_bounds(s.value, s.in_range, sc) if s.in_range is not None \
+            iv = _promised_bounds(s.value, s.in_range, sc, self._clamp_bound) \
+                if s.in_range is not None \
                 else bounds_of(s.value, sc) if (s.value.dtype.is_int or s.value.dtype.is_bool) \
                 else Interval(None, None)
             sc.push(s.var, iv)
@@ -124,6 +125,18 @@ class AccessBoxes:
         if e is last:
             return hi
         return _tighter(hi, bounds_of(simplify(e), sc).hi, "min")
+
+    def _clamp_bound(self, e, sc, side):
+        """The ``side`` ("lo" / "hi") bound of a clamp bound ``e``, as written and with the
+        lets in scope substituted, whichever is tighter: a fused loop's index is clamped to
+        ``m + e - 1`` of a per-tile region (``let m = x.o * 3; let e = min(x.o * 3 + 2, W - 2)
+        - m + 1``), which bounded apart overshoots by a tile."""
+        b = getattr(bounds_of(e, sc), side)
+        sub = ir.substitute_lets(e, self.lets)
+        if sub is e:
+            return b
+        return _tighter(b, getattr(bounds_of(simplify(sub), sc), side),
+                        "min" if side == "hi" else "max")
 
     def expr(self, e, site):
         if not E.node_flags(e) & E.FUNC_READ:
@@ -195,7 +208,7 @@ class AccessBoxes:
         return [a]
 
 
-def _promised_bounds(value, raw, sc):
+def _promised_bounds(value, raw, sc, clamp_bound=None):
     """The range of ``value``, clamps (``min`` / ``max``) of ``raw`` that are the identity
     wherever the value is used: raw's range intersected with what the clamps allow. Plain
     interval arithmetic gives ``min(max(p // W, 0), H - 1)`` one row at -1 when H is 0 (the
@@ -215,12 +228,15 @@ def _promised_bounds(value, raw, sc):
         return False
     if not peel(value):
         return bounds_of(value, sc)
+    if clamp_bound is None:
+        def clamp_bound(b, sc, side):
+            return getattr(bounds_of(b, sc), side)
     iv = bounds_of(raw, sc)
     for b in los:
-        lo = bounds_of(b, sc).lo
+        lo = clamp_bound(b, sc, "lo")
         iv = iv if lo is None else intersect_lo(iv, lo)
     for b in his:
-        hi = bounds_of(b, sc).hi
+        hi = clamp_bound(b, sc, "hi")
         iv = iv if hi is None else intersect_hi(iv, hi)
     return iv
 

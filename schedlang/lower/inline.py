@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..algo import expr as E
 from ..errors import AlgorithmError, ScheduleError
 from ..algo.func import Definition
-from ..schedule.stage import loop_directives
+from ..schedule.stage_loops import loop_directives
 
 
 def _expand(ctx, e, inline, memo):
@@ -42,9 +42,11 @@ def _check_no_loop_directives(s, f):
     if looped:
         explicit = any(d.func == f.name and d.op == "compute_inline" for d in s.trace)
         why = "compute_inline()" if explicit else "the default for a pure Func"
+        # double buffering needs a loop of a consumer: compute_root would not do
+        place = "compute_at(consumer, loop)" if looped.startswith("double_buffer") else \
+            f"s[{f.name}].compute_root() or compute_at(...)"
         raise ScheduleError(f"{looped} on {f.name}: {f.name} is computed inline ({why}), so "
-                            f"it has no loops of its own; add s[{f.name}].compute_root() or "
-                            "compute_at(...) first")
+                            f"it has no loops of its own; add {place} first")
 
 
 def inline_functions(stmt, ctx):

@@ -129,6 +129,9 @@ class _Bounds:
         if k in self.memo:
             return self.memo[k][1]
         r = self.visit(e)
+        if not r.bounded and e.dtype.is_int and e.dtype.lanes == 1 and _fixed_symbol(e):
+            # sizes and Params only (a size A.shape[0] << 1): one value for the whole kernel
+            r = Interval.point(ir.as_int64(e))
         if self.scope.exprs and not isinstance(e, (E.Const, E.Var)):
             for known in self.scope.exprs.get(E.structural_key(e), ()):
                 r = _intersect(r, known)
@@ -225,6 +228,19 @@ class _Bounds:
         return type_range(e.dtype)
 
 
+def _fixed_symbol(e):
+    """Whether ``e`` is built only of constants, sizes and Params (no loop variable, no
+    read of data): a symbol fixed for the whole kernel."""
+    ok = [True]
+
+    def visit(n):
+        if isinstance(n, E.Var) and not isinstance(n, (E.SizeVar, E.Param)) or isinstance(
+                n, (E.FuncRef, ir.Load)):
+            ok[0] = False
+    E.walk_expr(e, visit)
+    return ok[0]
+
+
 def _neg(x):
     return None if x is None else simplify(E.UnOp("neg", ir.as_int64(x)))
 
@@ -240,7 +256,8 @@ def _nonneg(x):
     if isinstance(x, E.Cast) and x.dtype.is_int and x.value.dtype.is_int \
             and T.can_represent(x.dtype, x.value.dtype):
         return _nonneg(x.value)
-    if isinstance(x, E.BinOp) and x.op in ("add", "mul", "min", "max"):
+    if isinstance(x, E.BinOp) and x.op in ("add", "mul", "min", "max", "floordiv", "mod"):
+        # x // 0 and x % 0 are 0: a quotient or remainder of non-negatives (A.shape[0] // 2)
         return _nonneg(x.a) and _nonneg(x.b)
     return False
 

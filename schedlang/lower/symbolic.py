@@ -33,6 +33,8 @@ def to_sympy(e):
             return a - b
         if op == "mul":
             return a * b
+        if op in ("floordiv", "div", "mod") and e.dtype.is_int and b == 0:
+            return sympy.Integer(0)     # x // 0 and x % 0 are 0 (numpy's); sympy raises
         if op in ("floordiv", "div") and e.dtype.is_int:
             return sympy.floor(a / b)
         if op == "mod" and e.dtype.is_int:

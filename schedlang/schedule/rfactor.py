@@ -199,7 +199,7 @@ def _intermediate(schedule, f, name, rv_name, orig, kind, sp, rvars, bounds, pre
         new_rd = RDom((E.Const(0, T.int64), E.Const(1, T.int64)), name=f"{rd_name}.rf")
         new_rd.vars[0].name = f"{rv_name}.rf"
         new_rd.predicate = pred
-    intm = schedule._new_func(name, f"{f.name}_intm")
+    intm = schedule._new_func(name, f"{f.name}_intm", f"rfactor({rv_name}) on {f.name}")
     if new_rd is None:
         value = body          # no guard: a guarded last loop got its one-point domain above
         idef = Definition(intm, 0, pure, value, pure, [], None)

@@ -257,7 +257,7 @@ class Schedule(Placement):
         Tensor stands for its output Func). ``where`` is the directive a wrong key is
         reported against (``cache_read on A``)."""
         if hasattr(key, "__schedlang_pipeline__"):
-            key = key.__schedlang_pipeline__()[0]
+            key = self._lowerable_func(key, where)
         if isinstance(key, (Func, Input)):
             for g in self.funcs + self.inputs:
                 if g is key:
@@ -282,6 +282,22 @@ class Schedule(Placement):
                                 f"{kind.split()[1]} {key.func.name} itself")
         raise ScheduleError(f"{where} takes a Func, an Input, a frontend Tensor or a name, got "
                             f"{key!r}")
+
+    def _lowerable_func(self, obj, where):
+        """The Func or Input of this pipeline that a lowerable object (a frontend Tensor)
+        stands for: its own stored Func / Input (``__schedlang_func__``) when this pipeline
+        has it, else its output Func when that is one of this schedule's outputs."""
+        own_of = getattr(obj, "__schedlang_func__", None)
+        own = own_of() if own_of is not None else None
+        if own is not None and (isinstance(own, Input) or any(g is own for g in self.funcs)):
+            return own
+        out = obj.__schedlang_pipeline__()[0]
+        if own is None and not any(o is out for o in self.outputs):
+            raise ScheduleError(
+                f"{where}: {obj!r} is computed inline in its consumers (elementwise math and "
+                "views have no Func of their own), so it has no schedule; schedule the Func "
+                f"that reads it (this pipeline has: {', '.join(g.name for g in self.funcs)})")
+        return out
 
     def __getitem__(self, key):
         f = self.lookup(key)
@@ -354,7 +370,8 @@ class Schedule(Placement):
         """Rebuild a schedule from ``to_json`` text onto the algorithm ending in ``outputs``."""
         expected = "give the text that Schedule.to_json() writes"
         try:
-            data = json.loads(text) if isinstance(text, str) else text
+            # the text as read from a file in binary mode is the same JSON
+            data = json.loads(text) if isinstance(text, (str, bytes, bytearray)) else text
         except ValueError as e:
             raise ScheduleError(f"Schedule.from_json: not JSON ({e}); {expected}") from None
         except RecursionError:
@@ -509,10 +526,14 @@ class Schedule(Placement):
             self.assume(fact)
 
     # ------------------------------------------------------------------ staging
-    def _new_func(self, name, default_name):
-        name = name or default_name
+    def _new_func(self, name, default_name, where="cache_read"):
+        """A new Func named ``name`` (``default_name`` when None; a taken name gets a number).
+        ``where``: the directive, for the error."""
+        if name is None:
+            name = default_name
         if not isinstance(name, str) or not name:
-            raise ScheduleError(f"the staged Func needs a str name, got {name!r}")
+            raise ScheduleError(f"{where}: name= must be a non-empty str (the new Func's "
+                                f"name), got {name!r}; pass a name, or leave it out")
         if any(g.name == name for g in self.funcs + self.inputs):
             base, n = name, 1
             while any(g.name == name for g in self.funcs + self.inputs):

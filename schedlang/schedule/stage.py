@@ -15,7 +15,7 @@ from ..algo.evaluate import Unbound, evaluate
 from ..errors import ScheduleError
 
 from .stage_loops import (MAX_UNROLL, TAILS, Dim, Split, _int_like, _names_ok,
-                          _positive_int, _renamed, var_name)
+                          _positive_int, _renamed, loop_directives, var_name)
 
 
 # why a Func computed at the root cannot be stored in a loop
@@ -185,9 +185,11 @@ class StageSchedule:
                                     f"rows and columns are clamped), which {self.func.name}'s "
                                     "inline reduction would count twice; use tail='guard'")
             if tail == "pad" and self._is_output():
+                # 'shift' is no way out for an inline reduction (refused just above)
+                other = "" if self.definition.reductions else " or 'shift'"
                 raise ScheduleError(f"{directive} on {self.name}: tail='pad' rounds the computed "
                                     f"region up, but {self.func.name} is an output whose storage is "
-                                    "the caller's array; use tail='guard' or 'shift'")
+                                    f"the caller's array; use tail='guard'{other}")
         if names is None:
             names = (f"{d.name}.o", f"{d.name}.i")
         if not _names_ok(names, 2):
@@ -209,6 +211,10 @@ class StageSchedule:
         """Fuse two adjacent loops (``vo`` directly outside ``vi``) into one."""
         a, b = self._dim(vo, "fuse"), self._dim(vi, "fuse")
         directive = f"fuse({a.name}, {b.name})"
+        if a is b:
+            raise ScheduleError(f"{directive} on {self.name}: {a.name} is given twice; fuse "
+                                f"two adjacent loops of {self.name} "
+                                f"({', '.join(self.loop_names())}), the outer one first")
         if self._pos(b) != self._pos(a) + 1:
             raise ScheduleError(f"{directive} on {self.name}: {a.name} must be directly outside "
                                 f"{b.name}; the loops are {', '.join(self.loop_names())} "
@@ -583,9 +589,11 @@ class StageSchedule:
         return self.schedule.stage_schedules(self.func)[0]
 
     def _pure_dimension(self, name):
-        """The dimension of the Func that this stage's pure variable ``name`` indexes."""
+        """The dimension of the Func that this stage's pure variable ``name`` indexes (None
+        for a reduction variable, as in a scan's ``f[r] = ...``: bound() does not fix it)."""
         return next((i for i, a in enumerate(self.definition.args)
-                     if isinstance(a, E.Var) and a.name == name), None)
+                     if isinstance(a, E.Var) and not isinstance(a, E.RVar)
+                     and a.name == name), None)
 
     def _dimension_name(self, dim):
         """The name of dimension ``dim`` in the Func's pure definition (what bound() takes)."""
@@ -648,6 +656,12 @@ class StageSchedule:
     def compute_root(self):
         """Compute this Func in full before its consumers, at the top of the pipeline."""
         fs = self._func_directive("compute_root")
+        if fs.double_buffer:
+            raise ScheduleError(f"compute_root on {self.func.name}: {self.func.name} is "
+                                "double-buffered (double_buffer()), which needs it computed "
+                                "inside a serial loop of a consumer, not once at the root; "
+                                "keep it at compute_at(consumer, loop), or build the schedule "
+                                "without double_buffer")
         fs.compute, fs.store, fs.compute_given = ("root",), None, True
         self._record("compute_root", [])
         return self
@@ -664,10 +678,12 @@ class StageSchedule:
                                 "stages and cannot be inlined; use compute_root or compute_at")
         looped = loop_directives(self.schedule, f)
         if looped:
+            # a double-buffered Func needs a consumer's loop: compute_root would not do
+            stored = "compute_at" if looped.startswith("double_buffer") else \
+                "compute_root or compute_at"
             raise ScheduleError(f"compute_inline on {f.name}: {looped} schedules loops of "
                                 f"{f.name}, but an inlined Func has no loops; build the "
-                                f"schedule without it, or keep {f.name} stored (compute_root "
-                                "or compute_at)")
+                                f"schedule without it, or keep {f.name} stored ({stored})")
         placed = self.schedule.placed_in(f)
         if placed:
             g, level, how = placed[0]
@@ -729,6 +745,16 @@ class StageSchedule:
                                 "double_buffer applies to a staged Func (cache_read / "
                                 "cache_write) or an intermediate computed inside a serial loop "
                                 "of its consumer (compute_at)")
+        explicit_inline = fs.compute == ("inline",) and any(
+            d.func == self.func.name and d.op == "compute_inline" for d in self.schedule.trace)
+        if (fs.compute == ("root",) and fs.compute_given) or explicit_inline:
+            how = "at the root (compute_root())" if fs.compute == ("root",) else \
+                "inline (compute_inline())"
+            raise ScheduleError(f"double_buffer on {self.func.name}: {self.func.name} is "
+                                f"computed {how}, not inside a loop, so there is no next "
+                                "iteration's copy to load; double buffering needs it computed "
+                                "inside a serial loop of a consumer: call compute_at(consumer, "
+                                "loop) first")
         fs.double_buffer = True
         try:
             self.schedule._check_double_buffer_loop(self.func, fs.compute, "double_buffer",
@@ -749,7 +775,8 @@ class StageSchedule:
         Returns the staged Func. The staged Func computes what this one did, so it takes
         this Func's loops as scheduled so far (splits, order, marks, and the producers
         placed in them); this Func's stage becomes the copy-out, with fresh loops.
-        Example: ``acc = s[C].cache_write("local"); s[acc].compute_at(C, jo)``."""
+        Example: ``acc = s[C].cache_write("local"); jo, ji = s[C].split(j, 64);
+        s[acc].compute_at(C, jo)`` (``jo`` is a loop of the copy-out, split after this)."""
         return self.schedule._cache_write(self, memory, name)
 
     def rfactor(self, rv, name=None):
@@ -759,22 +786,3 @@ class StageSchedule:
 
     def __repr__(self):
         return f"<schedule of {self.name}: loops {', '.join(self.loop_names())}>"
-
-
-LOOP_DIRECTIVES = ("split", "fuse", "tile", "reorder", "unroll", "vectorize", "parallel",
-                   "gpu_blocks", "gpu_threads", "gpu_tile", "tensorize", "bound", "store_at",
-                   "double_buffer", "rfactor", "prefetch")
-
-
-def loop_directives(schedule, f):
-    """Text naming what schedules the loops of Func ``f``'s pure stage (its first loop
-    directive, or the loops a staged Func took over from its source), or '' when its loops
-    are as the algorithm gives them. Example: ``loop_directives(s, g)`` gives
-    ``'parallel(x)'`` after ``s[g].parallel(x)``."""
-    st = schedule.stage_schedules(f)[0]
-    for d in schedule.trace:
-        if d.func == f.name and d.stage == 0 and d.op in LOOP_DIRECTIVES:
-            return f"{d.op}({', '.join(str(a) for a in d.args[:1])})"
-    if st.splits or any(d.kind != "serial" for d in st.dims):
-        return f"the loops {f.name} took over when it was staged"
-    return ""

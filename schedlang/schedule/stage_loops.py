@@ -82,3 +82,22 @@ def var_name(v, directive, stage) -> str:
         return vars_[0].name
     raise ScheduleError(f"{directive} on {stage}: {v!r} is not a loop variable; pass a Var, an "
                         "RVar or a loop name")
+
+
+LOOP_DIRECTIVES = ("split", "fuse", "tile", "reorder", "unroll", "vectorize", "parallel",
+                   "gpu_blocks", "gpu_threads", "gpu_tile", "tensorize", "bound", "store_at",
+                   "double_buffer", "rfactor", "prefetch")
+
+
+def loop_directives(schedule, f):
+    """Text naming what schedules the loops of Func ``f``'s pure stage (its first loop
+    directive, or the loops a staged Func took over from its source), or '' when its loops
+    are as the algorithm gives them. Example: ``loop_directives(s, g)`` gives
+    ``'parallel(x)'`` after ``s[g].parallel(x)``."""
+    st = schedule.stage_schedules(f)[0]
+    for d in schedule.trace:
+        if d.func == f.name and d.stage == 0 and d.op in LOOP_DIRECTIVES:
+            return f"{d.op}({', '.join(str(a) for a in d.args[:1])})"
+    if st.splits or any(d.kind != "serial" for d in st.dims):
+        return f"the loops {f.name} took over when it was staged"
+    return ""

@@ -42,7 +42,7 @@ def cache_read(s, st, consumer, memory, name):
     if len(names) != ndim or len(set(names)) != ndim:
         names = [f"{src.name}_{c}" for c in "ijklmnop"[:ndim]]
     vs = [E.Var(n) for n in names]
-    staged = s._new_func(name, f"{src.name}_{g.name}")
+    staged = s._new_func(name, f"{src.name}_{g.name}", f"cache_read({g.name}) on {src.name}")
     defn = Definition(staged, 0, vs, E.FuncRef(src, vs), vs, [], None)
     s._install(staged, [defn])
     s.fsched[id(staged)].memory = memory
@@ -65,7 +65,7 @@ def cache_write(s, st, memory, name):
     if memory not in MEMORIES:
         raise ScheduleError(f"cache_write on {f.name}: memory must be one of "
                             f"{', '.join(MEMORIES)}, got {memory!r}")
-    staged = s._new_func(name, f"{f.name}_cache")
+    staged = s._new_func(name, f"{f.name}_cache", f"cache_write on {f.name}")
     old_stages = s.stages[id(f)]
     new_defs = []
     for d in s.definitions(f):

@@ -267,7 +267,22 @@ def _resolve_target(target: str):
         raise CompileError(f"LLVM does not know the CPU {cpu!r} in target {target!r}{hint}; "
                            "use an LLVM CPU name such as 'skylake-avx512', 'znver3', 'x86-64-v3'"
                            ", or 'llvm' for this machine")
+    if cpu in _X86_32_BIT_CPUS and llvm.get_default_triple().startswith("x86_64"):
+        # LLVM aborts the whole process generating 64-bit code for these
+        raise CompileError(f"the CPU {cpu!r} in target {target!r} is a 32-bit x86 CPU, and "
+                           "kernels are 64-bit (x86_64) code; use a 64-bit CPU name such as "
+                           "'x86-64', 'x86-64-v3', 'skylake-avx512' or 'znver3', or 'llvm' "
+                           "for this machine")
     return cpu, ""
+
+
+# The x86 CPUs LLVM knows without 64-bit mode (no FeatureX86_64 in LLVM's X86.td)
+_X86_32_BIT_CPUS = frozenset(
+    "i386 i486 i586 i686 pentium pentium-mmx pentium_mmx pentiumpro pentium_pro pentium2 "
+    "pentium_ii pentium3 pentium3m pentium_iii pentium_iii_no_xmm_regs pentium-m pentium_m "
+    "pentium4 pentium4m pentium_4 pentium_4_sse3 prescott yonah lakemont k6 k6-2 k6-3 "
+    "athlon athlon-tbird athlon-xp athlon-mp athlon-4 winchip-c6 winchip2 c3 c3-2 "
+    "geode".split())
 
 
 def _known_cpus() -> frozenset:
