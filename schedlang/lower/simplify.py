@@ -139,6 +139,20 @@ def _no_overflow(*es):
                for e in es)
 
 
+def _of_sizes_nonneg(e):
+    """Whether ``e`` is built from sizes (never negative) and non-negative constants with
+    + * // % min max, so that it is never negative (``K // 8``, ``(N + 63) // 64``)."""
+    if isinstance(e, E.SizeVar):
+        return True
+    if isinstance(e, E.Const):
+        return const_value(e) is not None and e.dtype.is_int and e.value >= 0
+    if isinstance(e, E.Cast):
+        return e.dtype.is_int and e.value.dtype.is_int and e.dtype.bits >= e.value.dtype.bits \
+            and _of_sizes_nonneg(e.value)
+    return isinstance(e, E.BinOp) and e.op in ("add", "mul", "floordiv", "mod", "min", "max") \
+        and _of_sizes_nonneg(e.a) and _of_sizes_nonneg(e.b)
+
+
 def _wrapped_is_zero(d, dtype):
     """Whether a constant difference ``d`` is zero modulo 2**bits (the two sides equal)."""
     return d % (1 << dtype.bits) == 0
@@ -317,6 +331,18 @@ class Simplifier:
             d = difference(a, b) if ordered else None
             if d is not None:
                 return (a if d <= 0 else b) if op == "min" else (a if d >= 0 else b)
+            # floor division by one positive constant keeps order: min((K + 7) // 8, K // 8)
+            # is K // 8 (a guarded split's steady part)
+            if isinstance(a, E.BinOp) and isinstance(b, E.BinOp) and a.op == b.op == "floordiv":
+                c = const_value(a.b)
+                if c is not None and c > 0 and c == const_value(b.b) and _no_overflow(a.a, b.a):
+                    d = difference(a.a, b.a)
+                    if d is not None:
+                        return (a if d <= 0 else b) if op == "min" else (a if d >= 0 else b)
+            # max(K // 8, 0) -> K // 8: sizes come from array shapes, never negative
+            if op == "max" and const_value(b) is not None and const_value(b) <= 0 and \
+                    _of_sizes_nonneg(a):
+                return a
             # min(min(x, c1), c2) -> min(x, min(c1, c2)); same for max
             cb = const_value(b)
             if cb is not None and isinstance(a, E.BinOp) and a.op == op and \

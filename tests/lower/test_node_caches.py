@@ -59,3 +59,35 @@ def test_compiled_results_unchanged_by_the_caches():
         s = sl.Schedule(f)
         s[f].vectorize(x, 4)
         np.testing.assert_array_equal(sl.compile(f, s)(A=a), want)
+
+
+def test_a_guarded_splits_steady_extent_prints_as_one_quotient():
+    """min((K + 7) // 8, K // 8) is K // 8 (floor division keeps order), and max(K // 8, 0)
+    is K // 8 (sizes are never negative): the README's GEMM printed a nine-deep min chain."""
+    A = sl.Input("A", sl.float32, ("M", "K"))
+    B = sl.Input("B", sl.float32, ("K", "N"))
+    i, j = sl.vars("i j")
+    k = sl.RDom(A.shape[1], name="k")
+    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
+    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    s = sl.Schedule(C)
+    io, ii = s[C].split(i, 32)
+    jo, ji = s[C].split(j, 64)
+    ko, ki = s[C].split(k, 8)
+    s[C].reorder(io, jo, ko, ii, ki, ji)
+    s[C].vectorize(ji, 16).unroll(ki)
+    text = str(sl.lower(C, s))
+    assert "for C.s0.k.o in [0, K // 8):" in text
+    assert "min(" not in text.split("K // 8")[0].splitlines()[-1]
+
+
+def test_order_folds_keep_their_conditions():
+    x = sl.Var("x")
+    K = sl.Input("A", sl.float32, ("K",)).shape[0]
+    s = simplify.simplify
+    assert str(s(sl.min((K + 7) // 8, K // 8))) == "K // 8"
+    assert str(s(sl.max((K + 7) // 8, K // 8))) == "(K + 7) // 8"
+    # a loop variable may be negative: max(x // 8, 0) stays
+    assert "max" in str(s(sl.max(x // 8, 0)))
+    # different divisors: no order known
+    assert "min" in str(s(sl.min(K // 8, K // 4)))
