@@ -37,7 +37,7 @@ def _axes(axis, ndim, op):
         return ()
     axes = tuple(sorted({S.normalize_axis(a, ndim, op) for a in items}))
     if len(axes) != len(items):
-        raise sl.AlgorithmError(f"{op}: repeated axis in {axis!r}")
+        raise sl.AlgorithmError(f"{op}: repeated axis in {axis!r}; name each axis once")
     return axes
 
 
@@ -65,7 +65,8 @@ def _reduce(kind, x, axis, keepdims):
     if not axes:
         return x
     if kind in ("max", "min") and any(x.shape[a] == 0 for a in axes):
-        raise sl.AlgorithmError(f"{kind}: cannot reduce over an empty axis (shape {x.shape})")
+        raise sl.AlgorithmError(f"{kind}: cannot reduce over an empty axis (shape {x.shape}), "
+                                f"which has no {kind}; reduce over non-empty axes only")
     kept = [d for d in range(x.ndim) if d not in axes]
     shape = tuple(x.shape[d] for d in kept)
 

@@ -576,7 +576,8 @@ def negate(a) -> Expr:
 def invert(a) -> Expr:
     a = to_expr(a)
     if a.dtype.is_float:
-        raise AlgorithmError(f"'~' needs an integer or bool operand, got {a.dtype}")
+        raise AlgorithmError(f"'~' needs an integer or bool operand, got {_shown(a)} "
+                             f"({a.dtype}); sl.cast it to an integer type first")
     if is_weak(a):
         a = Const(a.value, T.int32)
     return UnOp("not", a)
@@ -632,7 +633,8 @@ def call_math(name, *args) -> Expr:
         if is_weak(a):
             return Const(abs(a.value), a.dtype, weak=True)
         if a.dtype.is_bool:
-            raise AlgorithmError("sl.abs needs a number, got a bool expression")
+            raise AlgorithmError(f"sl.abs needs a number, got the bool expression {_shown(a)}; "
+                                 "sl.cast it to a number type first")
         return Call("abs", [a], a.dtype)
     if name == "pow":
         if not (args[0].dtype.is_float or args[1].dtype.is_float):
@@ -685,6 +687,11 @@ def clamp(x, lo, hi) -> Expr:
             bound = to_expr(bound)
             if is_weak(bound):
                 _literal_as(bound, x.dtype, "clamp", f"the value {_shown(x)} in sl.clamp")
+    # typed operands with no common type are named as sl.clamp's, not 'max''s / 'min''s
+    typed = [e for e in (x, to_expr(lo), to_expr(hi)) if not is_weak(e)]
+    for n, a in enumerate(typed):
+        for b in typed[n + 1:]:
+            unify("clamp", a, b)
     return binary("min", binary("max", x, lo), hi)
 
 

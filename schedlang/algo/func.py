@@ -331,8 +331,9 @@ class Func(Callable):
                                      "(sl.vars('x y'))")
             raise AlgorithmError(f"{name}[{', '.join(names)}]: each Var may appear once")
         if self.shape is not None and len(self.shape) != len(args):
-            raise AlgorithmError(f"{name} has shape of {len(self.shape)} dimensions but is "
-                                 f"defined with {len(args)} arguments")
+            raise AlgorithmError(f"{name} has a shape of {len(self.shape)} dimension(s) but is "
+                                 f"defined with {len(args)} argument(s); give one Var per "
+                                 f"dimension, or change {name}'s shape=")
         value = E.fix_weak(value)
         for v in _free(value, E.Var):
             if isinstance(v, (E.SizeVar, E.Param)):
@@ -344,7 +345,9 @@ class Func(Callable):
                                      "definition")
             if all(v.name != n for n in names):
                 raise AlgorithmError(f"{name}[{', '.join(names)}] uses the Var {v.name}, which is "
-                                     f"not one of its arguments")
+                                     f"not one of its arguments; add {v.name} to the left-hand "
+                                     f"side ({name}[{', '.join(names + [v.name])}] = ...), or "
+                                     "reduce over an RDom instead of a Var (sl.sum(...))")
         for v in _predicate_vars(value):
             if all(v.name != n for n in names):
                 raise AlgorithmError(f"{name}[{', '.join(names)}] uses the Var {v.name} in an "

@@ -259,13 +259,16 @@ def _reduction(op, e, over):
     _check_one_version_of_each_rdom(rdoms, lambda: f"sl.{op}({body})")
     if len(rdoms) > 1:
         if op in ("argmax", "argmin"):
-            raise AlgorithmError(f"sl.{op} needs a single 1-D RDom, got "
-                                 f"{', '.join(r.name for r in rdoms)}")
+            raise AlgorithmError(f"sl.{op}({body}) needs a single 1-D RDom, got "
+                                 f"{', '.join(r.name for r in rdoms)}; use one 1-D RDom r over the "
+                                 "flattened domain and index with r // n and r % n")
         rdoms = [_product_domain(rdoms)]
     (rd,) = rdoms
     if op in ("argmax", "argmin"):
         if rd.ndim != 1:
-            raise AlgorithmError(f"sl.{op} needs a 1-D RDom; {rd.name} has {rd.ndim} dimensions")
+            raise AlgorithmError(f"sl.{op}({body}) needs a 1-D RDom; {rd.name} has {rd.ndim} "
+                                 "dimensions; use one 1-D RDom r over the flattened domain "
+                                 "and index with r // n and r % n")
         if body.dtype.is_bool:
             body = E.cast(T.int32, body)
         return E.Reduce(op, body, rd, T.int32)

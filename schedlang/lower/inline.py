@@ -73,7 +73,10 @@ def inline_functions(stmt, ctx):
         if st == 2:
             return
         if st == 1:
-            raise AlgorithmError(f"the pipeline has a cycle through {f.name}")
+            raise AlgorithmError(f"the pipeline has a cycle through {f.name}: {f.name} reads, "
+                                 f"directly or through other Funcs, a Func that reads "
+                                 f"{f.name}; a Func may only read itself in its own update "
+                                 "definitions, so give the values a new Func")
         state[id(f)] = 1
         for d in ctx.defs[id(f)]:
             for e in list(d.args) + [d.value] + ([d.predicate] if d.predicate is not None else []):

@@ -61,7 +61,10 @@ class Placement:
         g = self.lookup(consumer)
         name = var_name(v, directive, f.name)
         if isinstance(g, Input):
-            raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: {g.name} is an Input")
+            raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: {g.name} is an "
+                                f"Input, which has no loops; name a loop of a Func that reads "
+                                f"{f.name}. Legal locations for {f.name} are: "
+                                f"{', '.join(self.legal_locations(f))}")
         if g is f:
             done = "stored" if directive == "store_at" else "computed"
             raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: a Func cannot be "

@@ -147,7 +147,9 @@ class Schedule(Placement):
             if not isinstance(o, Func):
                 raise ScheduleError(f"Schedule(...): {o!r} is not a Func; pass the output Func")
             if not o.defined:
-                raise ScheduleError(f"Schedule({o.name}): {o.name} has no definition yet")
+                raise ScheduleError(f"Schedule({o.name}): {o.name} has no definition yet; "
+                                    f"define it ({o.name}[...] = ...) before building its "
+                                    "Schedule")
         for n, o in enumerate(outputs):
             if any(o is p for p in outputs[:n]):
                 raise ScheduleError(f"Schedule(...): the output {o.name} is listed twice; "

@@ -221,9 +221,14 @@ class StageSchedule:
                                 "(reorder first)")
         if a.is_rvar != b.is_rvar:
             raise ScheduleError(f"{directive} on {self.name}: cannot fuse a pure loop with a "
-                                "reduction loop")
+                                f"reduction loop ({(b if a.is_rvar else a).name} is pure, "
+                                f"{(a if a.is_rvar else b).name} a reduction loop); fuse two "
+                                "pure loops or two reduction loops")
         if a.kind != "serial" or b.kind != "serial":
-            raise ScheduleError(f"{directive} on {self.name}: fuse loops before marking them")
+            marked = a if a.kind != "serial" else b
+            raise ScheduleError(f"{directive} on {self.name}: {marked.name} is already marked "
+                                f"{marked.kind}; fuse the loops before marking them, then mark "
+                                "the fused loop")
         name = self._fresh(name or f"{a.name}.{b.name}.f", directive, "name=...")
         pos = self._pos(a)
         new = list(self.dims)
@@ -242,7 +247,9 @@ class StageSchedule:
         dims = [self._dim(v, "reorder") for v in vs]
         names = [d.name for d in dims]
         if len(set(names)) != len(names):
-            raise ScheduleError(f"reorder({', '.join(names)}) on {self.name}: a loop is named twice")
+            twice = next(n for n in names if names.count(n) > 1)
+            raise ScheduleError(f"reorder({', '.join(names)}) on {self.name}: the loop {twice} is "
+                                "named twice; name each loop once, outermost first")
         positions = sorted(self._pos(d) for d in dims)
         new = list(self.dims)
         for p, d in zip(positions, dims):
@@ -296,7 +303,8 @@ class StageSchedule:
         d = self._dim(v, directive)
         if d.kind != "serial" and d.kind != kind:
             raise ScheduleError(f"{directive}({d.name}) on {self.name}: {d.name} is already "
-                                f"{d.kind}")
+                                f"{d.kind}, and a loop takes one kind; split {d.name} first "
+                                f"and mark the outer and inner loops differently")
         return d
 
     def _check_marks(self, kinds, directive):
@@ -672,7 +680,8 @@ class StageSchedule:
         f = self.func
         if self._is_output():
             raise ScheduleError(f"compute_inline on {f.name}: {f.name} is an output of the "
-                                "schedule and must be stored")
+                                "schedule and must be stored into the result array; leave it "
+                                "out, or inline one of the Funcs it reads instead")
         if len(f.definitions) > 1 or self.schedule._defn(f, 0).reductions:
             raise ScheduleError(f"compute_inline on {f.name}: {f.name} has a reduction or update "
                                 "stages and cannot be inlined; use compute_root or compute_at")

@@ -26,6 +26,8 @@ from ..algo.evaluate import Unbound, evaluate
 from ..algo.printer import user_text
 from ..errors import ArgumentError, CompileError, OutOfMemoryError, SchedlangError
 from ..lower.ir import ERROR_CODES
+from .array_arguments import (_DELETER, BFloat16Bits, _DLManagedTensor,  # noqa: F401
+                              as_array)
 
 
 REUSE_BYTES = 1 << 20
@@ -55,119 +57,6 @@ def default_threads():
         except ValueError:
             pass
     return os.cpu_count() or 1
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
-                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
-                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
-                ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
-                ("deleter", ctypes.c_void_p)]
-
-
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object,
-                                                                         ctypes.c_char_p]
-_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
-_capsule_is_valid.restype, _capsule_is_valid.argtypes = ctypes.c_int, [ctypes.py_object,
-                                                                       ctypes.c_char_p]
-_capsule_rename = ctypes.pythonapi.PyCapsule_SetName
-_capsule_rename.restype, _capsule_rename.argtypes = ctypes.c_int, [ctypes.py_object,
-                                                                   ctypes.c_char_p]
-
-
-class _DLPackBits:
-    """Owns a consumed DLPack tensor (calls its deleter when the last view goes) and shows
-    its memory to numpy as unsigned integers of the element's width."""
-
-    def __init__(self, managed, t):
-        self._managed = managed
-        shape = tuple(t.shape[d] for d in range(t.ndim))
-        size = t.bits // 8
-        strides = None if not t.strides else tuple(t.strides[d] * size for d in range(t.ndim))
-        # an empty tensor may have no memory at all (a NULL data pointer)
-        self.__array_interface__ = {"data": ((t.data or 0) + t.byte_offset, False), "version": 3,
-                                    "typestr": f"<u{size}", "shape": shape, "strides": strides}
-
-    def __del__(self):
-        m = self._managed
-        if m is not None and m.contents.deleter:
-            _DELETER(m.contents.deleter)(m)
-        self._managed = None
-
-
-def dlpack_bfloat16_bits(x):
-    """The raw uint16 bits of a CPU bfloat16 tensor read through ``__dlpack__`` (numpy's
-    ``from_dlpack`` has no bfloat16), as a numpy array sharing its memory; None for any
-    other tensor. Example: ``dlpack_bfloat16_bits(torch.ones(4, dtype=torch.bfloat16))``."""
-    try:
-        capsule = x.__dlpack__()
-    except Exception:   # noqa: BLE001 - any producer failure means "not readable here"
-        return None
-    if not _capsule_is_valid(capsule, b"dltensor"):
-        return None
-    managed = ctypes.cast(_capsule_pointer(capsule, b"dltensor"),
-                          ctypes.POINTER(_DLManagedTensor))
-    t = managed.contents.dl_tensor
-    if not (t.device_type == 1 and t.code == 4 and t.bits == 16 and t.lanes == 1):
-        return None     # the capsule is not consumed: its own destructor frees it
-    _capsule_rename(capsule, b"used_dltensor")
-    return np.asarray(_DLPackBits(managed, t)).view(BFloat16Bits)
-
-
-class BFloat16Bits(np.ndarray):
-    """The uint16 bits of a bfloat16 tensor read through ``__dlpack__``: a plain uint16
-    array that remembers it was bfloat16, so a dtype error can say what the user passed."""
-
-
-def _has_attribute(x, name):
-    """``hasattr``, counting an attribute whose property raises as present (reading it
-    then fails with the producer's message, as an ArgumentError)."""
-    try:
-        return hasattr(x, name)
-    except Exception:   # noqa: BLE001 - any producer's property
-        return True
-
-
-def as_array(name, x, written=False):
-    """A numpy view of an array-like (numpy, ``__dlpack__``, ``__array_interface__``);
-    ``written``: the kernel writes it (an ``out=`` array)."""
-    if isinstance(x, np.ndarray):
-        return x
-    if hasattr(x, "__dlpack__"):
-        is_neg = getattr(x, "is_neg", None)
-        if callable(is_neg) and is_neg() is True:
-            # torch's lazy negation (x.conj().imag): the exported memory is not negated
-            raise ArgumentError(f"argument {name}: the tensor carries a pending negation, which "
-                                "__dlpack__ would drop; pass x.resolve_neg()")
-        if not written and getattr(x, "requires_grad", False) is True and \
-                callable(getattr(x, "detach", None)):
-            x = x.detach()      # read only: the values, as torch.no_grad would
-        try:
-            return np.from_dlpack(x)
-        except Exception as e:   # noqa: BLE001 - whatever the producer raises, say so
-            # numpy has no bfloat16: read such a tensor's bits ourselves
-            bits = dlpack_bfloat16_bits(x)
-            if bits is not None:
-                return bits
-            raise ArgumentError(f"argument {name}: cannot read it through __dlpack__ ({e}); pass a "
-                                "CPU array") from None
-    if _has_attribute(x, "__array_interface__") or _has_attribute(x, "__array__"):
-        try:
-            return np.asarray(x)
-        except Exception as e:   # noqa: BLE001 - a malformed interface from any producer
-            how = "__array_interface__" if _has_attribute(x, "__array_interface__") \
-                else "__array__"
-            raise ArgumentError(f"argument {name}: cannot read it through {how} ({e}); pass a "
-                                "numpy array") from None
-    raise ArgumentError(f"argument {name}: expected an array (numpy, or an object with __dlpack__ "
-                        f"/ __array_interface__), got {type(x).__name__}")
 
 
 class Kernel:
@@ -244,22 +133,16 @@ class Kernel:
         order = {name: n for n, name in enumerate(kwargs)}
         for inp in sorted(self.inputs, key=lambda i: order[i.name]):
             a = as_array(inp.name, kwargs[inp.name])
-            a = self._check_array(inp, a, sizes, where, "input")
-            values[inp.name] = _contiguous(inp.name, a)
+            values[inp.name] = self._check_array(inp, a, sizes, where, "input")
         for p in self.params:
             values[p.name] = self._check_param(p, kwargs[p.name])
             sizes[p.name] = values[p.name]
         outs = self._outputs(out, sizes, where)
         for n, (o, arr) in enumerate(zip(self.outputs, outs)):
-            values[o.name] = arr
-            for other in outs[:n]:
+            for other in outs[:n] if out is not None else ():
                 if np.shares_memory(arr, other):
                     raise ArgumentError(f"out=: the arrays for {o.name} and another output overlap; "
                                         "give each output its own array")
-            # the generated code assumes buffers do not overlap: copy an input that does
-            for inp in self.inputs:
-                if np.shares_memory(arr, values[inp.name]):
-                    values[inp.name] = values[inp.name].copy()
         self._check_sizes(sizes)
         for a in self.args:
             if a.kind == "scalar" and a.name not in values:
@@ -267,6 +150,18 @@ class Kernel:
                     raise ArgumentError(f"the size {a.name} cannot be inferred from the arguments; "
                                         "pass out= with the output array")
                 values[a.name] = sizes[a.name]
+        # copies last, once every argument passed its checks: a strided view of a huge
+        # shape (a broadcast) is not expanded for a call that is refused anyway
+        for inp in self.inputs:
+            values[inp.name] = _contiguous(inp.name, values[inp.name])
+        if out is None:
+            outs = [self._fresh_output(n, shape, dtype) for n, (shape, dtype) in enumerate(outs)]
+        for o, arr in zip(self.outputs, outs):
+            values[o.name] = arr
+            # the generated code assumes buffers do not overlap: copy an input that does
+            for inp in self.inputs:
+                if np.shares_memory(arr, values[inp.name]):
+                    values[inp.name] = values[inp.name].copy()
         return values, outs
 
     def _argument_names(self):
@@ -380,6 +275,13 @@ class Kernel:
             v = v.item()
         if isinstance(v, np.generic):
             v = v.item()
+        if isinstance(v, np.floating):      # np.longdouble: item() keeps it
+            with np.errstate(over="ignore"):
+                f = float(v)
+            if math.isinf(f) and np.isfinite(v):
+                raise ArgumentError(f"Param {p.name}: {v!r} is beyond the range of {dt.name}; "
+                                    "pass a smaller value")
+            v = f
         if dt.is_bool:
             if not isinstance(v, (bool, int)) or v not in (0, 1):
                 raise ArgumentError(f"Param {p.name}: expected a bool (True / False, or 1 / 0), "
@@ -451,7 +353,7 @@ class Kernel:
                                            "extent of one dimension (loop variables are int32)")
                                         + " for these inputs")
                 shape.append(n_)
-            arrays.append(self._fresh_output(n, shape, o.dtype.numpy))
+            arrays.append((shape, o.dtype.numpy))   # allocated by _bind, checks done
         return arrays
 
     def release_output_buffers(self):
