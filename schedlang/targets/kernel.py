@@ -238,7 +238,8 @@ class Kernel:
                     raise ArgumentError(f"{ext.name} is {sizes[ext.name]} from {where[ext.name]} "
                                         f"but {n} from {buf.name} (dimension {d})")
                 sizes[ext.name] = int(n)
-                where[ext.name] = f"{buf.name} (dimension {d})"
+                # the first array that gave the size is the one a conflict names
+                where.setdefault(ext.name, f"{buf.name} (dimension {d})")
         for d, (ext, n) in enumerate(zip(buf.shape, a.shape)):
             try:
                 want_n = evaluate(ext, sizes, exact=True)

@@ -146,3 +146,17 @@ def test_adversarial_arrays_compute_or_are_refused_without_crashing():
     r = subprocess.run([sys.executable, "-c", _ADVERSARIAL], capture_output=True, text=True,
                        timeout=120, cwd=root)
     assert r.returncode == 0 and r.stdout.strip() == "done", (r.returncode, r.stderr[-2000:])
+
+
+def test_a_size_conflict_names_the_first_array_that_gave_the_size():
+    A = sl.Input("A", sl.float32, ("M", "K"))
+    B = sl.Input("B", sl.float32, ("K", "N"))
+    w = sl.Input("w", sl.float32, ("K",))
+    i, j = sl.vars("i j")
+    k = sl.RDom(A.shape[1], name="k")
+    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
+    C[i, j] = sl.sum(A[i, k] * B[k, j] * w[k])
+    kern = sl.compile(C)
+    with pytest.raises(sl.ArgumentError, match=r"K is 64 from A \(dimension 1\) but 32 from w"):
+        kern(A=np.zeros((2, 64), np.float32), B=np.zeros((64, 3), np.float32),
+             w=np.zeros(32, np.float32))
