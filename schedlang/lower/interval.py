@@ -11,7 +11,7 @@ from ..algo import expr as E
 from ..algo import types as T
 from . import ir
 from ..algo.evaluate import fold
-from .simplify import const_value, mk_const, simplify
+from .simplify import const_value, mk_const, never_negative, simplify
 
 
 class Interval:
@@ -246,20 +246,7 @@ def _neg(x):
 
 
 def _nonneg(x):
-    """Whether ``x`` is known >= 0: a constant, a size, or sums, products, mins, maxes and
-    widenings of such (an output shaped ``A.shape[0] * A.shape[1]``)."""
-    v = const_value(simplify(x))
-    if v is not None:
-        return v >= 0
-    if isinstance(x, E.SizeVar):
-        return True
-    if isinstance(x, E.Cast) and x.dtype.is_int and x.value.dtype.is_int \
-            and T.can_represent(x.dtype, x.value.dtype):
-        return _nonneg(x.value)
-    if isinstance(x, E.BinOp) and x.op in ("add", "mul", "min", "max", "floordiv", "mod"):
-        # x // 0 and x % 0 are 0: a quotient or remainder of non-negatives (A.shape[0] // 2)
-        return _nonneg(x.a) and _nonneg(x.b)
-    return False
+    return never_negative(x, lambda e: const_value(simplify(e)))
 
 
 def _positive(x):

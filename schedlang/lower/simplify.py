@@ -139,18 +139,21 @@ def _no_overflow(*es):
                for e in es)
 
 
-def _of_sizes_nonneg(e):
-    """Whether ``e`` is built from sizes (never negative) and non-negative constants with
-    + * // % min max, so that it is never negative (``K // 8``, ``(N + 63) // 64``)."""
+def never_negative(e, const_of=const_value):
+    """Whether ``e`` is known >= 0: a constant, a size (sizes come from array shapes), or
+    sums, products, quotients, remainders (x // 0 and x % 0 are 0), mins, maxes and
+    widenings of such (``K // 8``, ``A.shape[0] * A.shape[1]``). ``const_of`` reads a
+    constant (bounds inference passes one that simplifies first)."""
+    v = const_of(e)
+    if v is not None:
+        return v >= 0
     if isinstance(e, E.SizeVar):
         return True
-    if isinstance(e, E.Const):
-        return const_value(e) is not None and e.dtype.is_int and e.value >= 0
-    if isinstance(e, E.Cast):
-        return e.dtype.is_int and e.value.dtype.is_int and e.dtype.bits >= e.value.dtype.bits \
-            and _of_sizes_nonneg(e.value)
+    if isinstance(e, E.Cast) and e.dtype.is_int and e.value.dtype.is_int \
+            and T.can_represent(e.dtype, e.value.dtype):
+        return never_negative(e.value, const_of)
     return isinstance(e, E.BinOp) and e.op in ("add", "mul", "floordiv", "mod", "min", "max") \
-        and _of_sizes_nonneg(e.a) and _of_sizes_nonneg(e.b)
+        and never_negative(e.a, const_of) and never_negative(e.b, const_of)
 
 
 def _wrapped_is_zero(d, dtype):
@@ -341,7 +344,7 @@ class Simplifier:
                         return (a if d <= 0 else b) if op == "min" else (a if d >= 0 else b)
             # max(K // 8, 0) -> K // 8: sizes come from array shapes, never negative
             if op == "max" and const_value(b) is not None and const_value(b) <= 0 and \
-                    _of_sizes_nonneg(a):
+                    never_negative(a):
                 return a
             # min(min(x, c1), c2) -> min(x, min(c1, c2)); same for max
             cb = const_value(b)
