@@ -45,7 +45,7 @@ PASSES = [
     ("remove_clamps", remove_clamps),
     ("vectorize_loops", vectorize_loops),
     ("promote_accumulators", promote_accumulators),
-    ("final_simplify", lambda s, ctx: simplify_stmt(s)),
+    ("final_simplify", lambda s, ctx: simplify_stmt(s, affine_lets=True)),
     ("merge_prefetches", merge_prefetches),
     ("mark_streaming_stores", mark_streaming_stores),
 ]

@@ -238,6 +238,12 @@ class Simplifier:
                 and isinstance(v, E.BinOp) and v.op in ("add", "sub", "mul", "min", "max")
                 and _is_index_math(v)):
             return self(E.BinOp(v.op, E.Cast(t, v.a), E.Cast(t, v.b)))
+        if (t.is_int and t.bits == 64 and v.dtype.is_int and v.dtype.bits == 32 and v.dtype.is_signed
+                and isinstance(v, E.BinOp) and v.op in ("floordiv", "mod")
+                and (const_value(v.b) or 0) > 0 and _is_index_math(v.a)):
+            # a quotient or remainder by a positive constant is the same value in any width:
+            # widening first lets the 64-bit index math fold it ((96 io + 6 it + 5) // 6)
+            return self(E.BinOp(v.op, self(E.Cast(t, v.a)), E.Cast(t, v.b)))
         return e
 
     def binop(self, e):
@@ -422,6 +428,16 @@ def _trivial(v):
     return _shifted_div_mod(v, 3)
 
 
+def _affine_of_vars(v):
+    """A split loop's index, ``io * 96 + it * 6 + 5``: a few variables times constants
+    plus a constant. Substituted, a quotient by the split factor folds
+    (``(io * 96 + it * 6 + 5) // 6`` is ``io * 16 + it``) and addresses share one base."""
+    if not (v.dtype.lanes == 1 and v.dtype.is_int and v.dtype.is_signed and v.dtype.bits >= 32):
+        return False
+    terms, _ = linear(v)
+    return 0 < len(terms) <= 3 and all(isinstance(x, E.Var) for _, x in terms.values())
+
+
 def _shifted_div_mod(v, depth):
     if isinstance(v, E.Var):
         return True
@@ -432,10 +448,12 @@ def _shifted_div_mod(v, depth):
 _ONCE_KINDS = ("serial", "unrolled", "vectorized")
 
 
-def simplify_stmt(s):
+def simplify_stmt(s, affine_lets=False):
     """Simplify every expression of a statement; substitute Lets of constants and plain
     variables, drop loops of extent 0, turn serial loops of extent 1 into Lets, and drop ifs
-    with a constant condition."""
+    with a constant condition. With ``affine_lets`` (the last simplification, after
+    vectorizing and unrolling), Lets of a few variables times constants are substituted too,
+    so a quotient of a split index folds and unrolled addresses share one base."""
     simp = Simplifier()
     env = {}
     bound = {}     # structural key of a Let's value -> the enclosing Let holding it
@@ -467,7 +485,7 @@ def simplify_stmt(s):
             same = bound.get(key) if key is not None else None
             if same is not None and same.name != n.var:
                 v = same       # the same value is already bound: reuse it (CSE)
-            if _trivial(v):
+            if _trivial(v) or (affine_lets and _affine_of_vars(v)):
                 env[n.var] = v
                 body = go(n.body)
                 del env[n.var]

@@ -1,5 +1,7 @@
 """Lowering as a user sees it: pass dumps, the debug bounds mode, vector code in the
 generated IR, partitioned tails, and the errors lowering raises."""
+import re
+
 import numpy as np
 import pytest
 
@@ -48,7 +50,7 @@ def test_symbolic_tail_is_partitioned_into_a_vector_loop_and_a_guarded_tail():
     s[f].vectorize(x, 8)
     ir = str(sl.lower(f, s))
     assert "ramp(" in ir          # the steady part runs on vectors
-    assert "if f.s0.x < N" in ir   # the tail keeps its guard
+    assert "if f.s0.x.o * 8 + f.s0.x.i < N" in ir   # the tail keeps its guard
 
 
 def test_debug_bounds_mode_checks_every_access(monkeypatch):
@@ -253,7 +255,7 @@ def test_a_fused_plane_is_one_dense_vector_loop():
     p = s[out].fuse(y, x, "p")
     s[out].vectorize(p, 16)
     kern = sl.compile(out, s)
-    assert "X[ramp(out.s0.r * 240 + out.s0.p, 1, 16)]" in kern.loop_ir, kern.loop_ir
+    assert "X[ramp(out.s0.r * 240 + out.s0.p.o * 16, 1, 16)]" in kern.loop_ir, kern.loop_ir
     assert "// x16(40)" not in kern.loop_ir and "% x16(40)" not in kern.loop_ir
     np.testing.assert_allclose(kern(**inputs), ref, rtol=1e-5)
 
@@ -271,7 +273,7 @@ def test_a_plane_read_through_a_flat_index_is_one_dense_vector_loop():
     s = sl.Schedule(out)
     s[out].vectorize(p, 16)
     kern = sl.compile(out, s)
-    assert "X[ramp(out.s0.r * 240 + out.s0.p, 1, 16)]" in kern.loop_ir, kern.loop_ir
+    assert "X[ramp(out.s0.r * 240 + out.s0.p.o * 16, 1, 16)]" in kern.loop_ir, kern.loop_ir
     assert "// x16(40)" not in kern.loop_ir and "% x16(40)" not in kern.loop_ir
     rng = np.random.default_rng(5)
     a, w = rng.random((8, 6, 40), dtype=np.float32), rng.random((4, 8), dtype=np.float32)
@@ -290,7 +292,7 @@ def test_a_fused_plane_split_with_a_tail_keeps_its_range(tail):
     p = s[g].fuse(y, x, "p")
     s[g].split(p, 64, tail=tail)
     kern = sl.compile(out, s)
-    assert ("min(g.s0.p // 40, 5)" in kern.loop_ir) == (tail != "shift"), kern.loop_ir
+    assert ("min((g.s0.p.o * 64 + g.s0.p.i) // 40, 5)" in kern.loop_ir) == (tail != "shift"), kern.loop_ir
     assert "max(" not in kern.loop_ir
     np.testing.assert_allclose(kern(**inputs), ref, rtol=1e-5)
 
@@ -309,9 +311,9 @@ def test_a_guarded_fused_plane_is_dense_in_its_steady_part_and_tiled_in_its_tail
     kern = sl.compile(out, s)
     ir_text = kern.loop_ir
     assert "for g.s0.pb in [0, 2):" in ir_text    # the last block runs once, after it
-    assert "X[ramp(g.s0.c * 240 + g.s0.p, 1, 16)]" in ir_text, ir_text
+    assert "X[ramp(g.s0.c * 240 + g.s0.pb * 96 + g.s0.pt * 32 + g.s0.pv.o * 16, 1, 16)]" in ir_text, ir_text
     # the last block's whole tile (pixels 192..223) folds to dense vectors too
-    assert "X[ramp(g.s0.c * 240 + g.s0.pv + 192, 1, 16)]" in ir_text, ir_text
+    assert "X[ramp(g.s0.c * 240 + g.s0.pv.o * 16 + 192, 1, 16)]" in ir_text, ir_text
     assert "for g.s0.pt in [1, 3):" in ir_text
     assert ir_text.count("if ") == 1
     np.testing.assert_allclose(kern(**inputs), ref, rtol=1e-5)
@@ -419,3 +421,32 @@ def test_vectorizing_a_shared_sub_expression_keeps_it_shared():
     s[f].vectorize(i, 8)
     assert _distinct_nodes(sl.lower(f, s)) < 400
     np.testing.assert_allclose(sl.compile(f, s)(A=np.full(16, 0.25, np.float32)), 2.0, rtol=1e-5)
+
+
+def test_a_packed_panel_read_through_a_split_index_folds_to_one_base():
+    # a 6-row panel of A, packed Ap[i // 6, k, i % 6]: with i split by 6 and unrolled, each
+    # row's read is the panel's base plus a constant (no quotient, no remainder), so the
+    # six broadcasts of a micro-kernel share one address register
+    m, n, kk = 12, 16, 8
+    A = sl.Input("A", sl.float32, (m, kk))
+    B = sl.Input("B", sl.float32, (kk, n))
+    i, j, it, kx, ii = sl.vars("i j it kx ii")
+    k = sl.RDom(kk, name="k")
+    Ap = sl.Func("Ap")
+    Ap[it, kx, ii] = A[6 * it + ii, kx]
+    C = sl.Func("C", shape=(m, n))
+    C[i, j] = sl.cast(sl.float32, 0)
+    C[i, j] += Ap[i // 6, k, i % 6] * B[k, j]
+    s = sl.Schedule(C)
+    u = s[C].update(0)
+    u.split(i, 6, names=("io", "ii"))
+    u.reorder("io", k, "ii", j).vectorize(j, 8).unroll("ii")
+    s[Ap].compute_at(u, "io")
+    kern = sl.compile(C, s)
+    reads = re.findall(r"Ap\[([^]]*)\]", kern.loop_ir.split("for C.s1.k")[1])
+    assert len(reads) == 6, kern.loop_ir
+    assert not any("//" in r or "%" in r for r in reads), reads
+    assert [r[len(reads[0]):] for r in reads] == ["", " + 1", " + 2", " + 3", " + 4", " + 5"]
+    rng = np.random.default_rng(3)
+    a, b = rng.random((m, kk), dtype=np.float32), rng.random((kk, n), dtype=np.float32)
+    np.testing.assert_allclose(kern(A=a, B=b), a @ b, rtol=1e-5)

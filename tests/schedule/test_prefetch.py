@@ -217,7 +217,7 @@ def test_the_unrolled_reads_of_one_row_share_their_fetches():
     fetches = [ln.strip() for ln in str(sl.lower(out, s)).splitlines()
                if ln.strip().startswith("prefetch")]
     assert len(fetches) == 2, fetches
-    assert fetches[0].endswith("* 2 + 63]") and fetches[1].endswith("* 2 + 77]"), fetches
+    assert fetches[0].endswith("* 14 + 63]") and fetches[1].endswith("* 14 + 77]"), fetches
     assert not any("max(" in f or "min(" in f for f in fetches), fetches
     rng = np.random.default_rng(7)
     x, wt = (rng.standard_normal((8, 4, 64), dtype=np.float32),
