@@ -506,14 +506,18 @@ def _winograd_conv(x, w, pads, shape, params, m):
     (pt, _), (pl, _) = pads
     N, C, Ho, Wo, O = shape
     H, W = x.shape[2:]
-    # zero padding down to the last whole tile: it reads past the output's own window
-    rows, cols = -(-Ho // m) * m + 2, -(-Wo // m) * m + 2
-    xp = S.pad(x, ((0, 0), (0, 0), (pt, rows - H - pt), (pl, cols - W - pl)))
-    conv = winograd_conv3x3(lambda n, c, yy, xx: xp.element([n, c, yy, xx]),
-                            lambda k, c, i, j: w.element([k, c, i, j]), shape, m=m,
-                            name=fresh_name("conv2d_winograd"))
-    return Tensor.make("conv2d_winograd", params + (m,), [x, w], (N, O, Ho, Wo), x.dtype,
-                       lambda idx: conv.out[tuple(idx)], func=conv.out, root=True)
+
+    def build(out):
+        # zero padding down to the last whole tile: it reads past the output's own window
+        rows, cols = -(-Ho // m) * m + 2, -(-Wo // m) * m + 2
+        xp = S.pad(x, ((0, 0), (0, 0), (pt, rows - H - pt), (pl, cols - W - pl)))
+        winograd_conv3x3(lambda n, c, yy, xx: xp.element([n, c, yy, xx]),
+                         lambda k, c, i, j: w.element([k, c, i, j]), shape, m=m,
+                         name=out.name, out=out)
+    # its many transform expressions are built only when the graph is compiled: an eager
+    # call whose kernel is cached does not pay for them (30 ms at 64 channels)
+    return Tensor.deferred("conv2d_winograd", params + (m,), [x, w], (N, O, Ho, Wo), x.dtype,
+                           fresh_name("conv2d_winograd"), build)
 
 
 def _conv_bias(out, bias, O):

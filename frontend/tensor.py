@@ -186,6 +186,25 @@ class Tensor:
         self.func, self.root = func, root
         self.input_node, self.array = None, None
         self._pipeline = None
+        self._deferred = None
+
+    @classmethod
+    def deferred(cls, op, params, srcs, shape, dtype, name, build, root=True):
+        """A stored op whose Funcs are built only when a pipeline needs them: its Func
+        ``name`` is declared now (consumers read it), and ``build(func)`` defines it (and
+        whatever it reads) the first time the graph is compiled. An eager ``.numpy()`` whose
+        kernel is cached by structure then builds nothing. Example: the Winograd conv2d."""
+        f = sl.Func(name, shape=shape).declare(dtype)
+        t = cls.make(op, params, srcs, shape, dtype, lambda idx: f[tuple(idx)], func=f, root=root)
+        t._deferred = build
+        return t
+
+    def _build_deferred(self):
+        """Define the Funcs of every deferred op this Tensor depends on (sources first)."""
+        for n in topo_order(self):
+            if n._deferred is not None:
+                build, n._deferred = n._deferred, None
+                build(n.func)
 
     @classmethod
     def make(cls, op, params, srcs, shape, dtype, index_fn, func=None, root=False):
@@ -289,6 +308,7 @@ class Tensor:
     def __schedlang_pipeline__(self):
         """``(output Func, default Schedule)`` for ``sl.compile(tensor)``."""
         if self._pipeline is None:
+            self._build_deferred()
             inputs = [n.input_node for n in topo_order(self) if n.op == "input"]
             _check_input_names(inputs)
             out = self._output_func()
@@ -303,6 +323,7 @@ class Tensor:
         Input of a ``Tensor.input`` or constant, the Func of a stored op (a reduction,
         matmul, conv2d, ...); None for one computed inline in its consumers (elementwise
         math, views), which has no schedule of its own."""
+        self._build_deferred()
         return self.input_node if self.input_node is not None else self.func
 
     def pipeline(self):

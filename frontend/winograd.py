@@ -79,11 +79,12 @@ class WinogradConv:
         self.x_t, self.w_t, self.u, self.v, self.prod, self.tiles, self.out = funcs
 
 
-def winograd_conv3x3(x_at, w_at, shape, m=2, name="conv"):
+def winograd_conv3x3(x_at, w_at, shape, m=2, name="conv", out=None):
     """Build the Funcs of a 3x3, stride-1 conv of output shape ``(N, O, Ho, Wo)`` from
     ``shape = (N, C, Ho, Wo, O)``: ``x_at(n, c, y, x)`` is the zero-padded input at padded
     coordinates (it is read up to ``m - 1`` rows and columns past ``Ho + 2`` / ``Wo + 2``,
     where it must be 0 or finite), ``w_at(k, c, i, j)`` the OIHW weights. ``m`` is 2 or 4.
+    ``out``: a declared, undefined Func named ``name`` to define as the result.
     Example: ``winograd_conv3x3(xp, wt, (1, 64, 56, 56, 64), m=4).out``."""
     bt, g, at = TRANSFORMS[m]
     a = m + 2
@@ -105,7 +106,7 @@ def winograd_conv3x3(x_at, w_at, shape, m=2, name="conv"):
     tiles = sl.Func(f"{name}_tiles{m}x{m}")
     tiles[n, ty, tx, ai, bi, k] = _by_position(
         ai * m + bi, _transform(at, at, lambda i, j: prod[n, i * a + j, ty, tx, k]))
-    out = sl.Func(name, shape=(n_, o_, ho, wo))
+    out = sl.Func(name, shape=(n_, o_, ho, wo)) if out is None else out
     out[n, k, y, x] = tiles[n, y // m, x // m, y % m, x % m, k]
     return WinogradConv(m, shape, (x_t, w_t, u, v, prod, tiles, out))
 

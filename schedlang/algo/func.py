@@ -244,9 +244,24 @@ class Func(Callable):
         # Inputs that are kernel arguments of any pipeline holding this Func though it may
         # not read them (a frontend graph whose only read of an input is an empty slice)
         self.extra_inputs: list[Input] = []
+        # the element type of a Func that is read before it is defined (``declare``)
+        self.declared_dtype = None
+
+    def declare(self, dtype):
+        """Let this Func (which has a ``shape``) be read before its definition, which must
+        then give ``dtype``: a frontend op builds its Funcs only when a pipeline needs
+        them. A pipeline reaching it still undefined is an AlgorithmError.
+        Example: ``f = sl.Func("f", shape=(4,)); f.declare(sl.float32); g[i] = f[i] + 1``."""
+        if self.shape is None or self.definitions:
+            raise AlgorithmError(f"Func {self.name}: only a Func with a shape= and no "
+                                 "definition yet can be declared")
+        self.declared_dtype = T.as_dtype(dtype)
+        return self
 
     @property
     def dtype(self):
+        if not self.definitions and self.declared_dtype is not None:
+            return self.declared_dtype
         if not self.definitions:
             raise AlgorithmError(f"Func {self.name} is used before it is defined; define it with "
                                  f"{self.name}[...] = ... first")
@@ -270,7 +285,11 @@ class Func(Callable):
         if self.definitions and len(args) != self.ndim:
             raise AlgorithmError(f"{self.name} has {self.ndim} dimensions but is indexed with "
                                  f"{len(args)}: {self.name}[{', '.join(map(str, args))}]")
-        if not self.definitions:
+        if not self.definitions and self.declared_dtype is not None:
+            if len(args) != len(self.shape):
+                raise AlgorithmError(f"{self.name} has {len(self.shape)} dimensions but is "
+                                     f"indexed with {len(args)}")
+        elif not self.definitions:
             raise AlgorithmError(f"Func {self.name} is used before it is defined; define it with "
                                  f"{self.name}[...] = ... first")
         return E.FuncRef(self, args)
@@ -353,6 +372,9 @@ class Func(Callable):
                 raise AlgorithmError(f"{name}[{', '.join(names)}] uses the Var {v.name} in an "
                                      f"RDom's where(...) predicate, but {v.name} is not one of "
                                      f"its arguments")
+        if self.declared_dtype is not None and value.dtype != self.declared_dtype:
+            raise AlgorithmError(f"{name} was declared {self.declared_dtype.name} but is defined "
+                                 f"with a {value.dtype.name} value; cast the value")
         value = self._split_reductions(value, names)
         rvars, pred = [], None
         reds = Definition(self, 0, args, value, [], [], None).reductions

@@ -200,6 +200,9 @@ class Schedule(Placement):
             return
         if id(f) in self.defs:
             return
+        if not f.definitions:
+            raise ScheduleError(f"Schedule(...): Func {f.name} is read but has no definition; "
+                                f"define it ({f.name}[...] = ...) before building the Schedule")
         self._check_unique(f)
         self.defs[id(f)] = list(f.definitions)
         self.defined_stages[id(f)] = (f, len(f.definitions))

@@ -190,11 +190,31 @@ def test_frontend_conv2d_keeps_the_direct_sum_where_winograd_does_not_apply(
 def test_eager_winograd_conv_is_cached_by_structure():
     rng = np.random.default_rng(5)
     w = rng.standard_normal((16, 16, 3, 3), dtype=np.float32)
+    F.clear_cache()
     for seed in range(2):
         x = np.random.default_rng(seed).standard_normal((1, 16, 14, 14), dtype=np.float32)
-        got = F.conv2d(Tensor(x), Tensor(w), padding=1).numpy()
+        y = F.conv2d(Tensor(x), Tensor(w), padding=1)
+        got = (y + 1).numpy() - 1
         np.testing.assert_allclose(got, conv_reference(x, w, 1), rtol=1e-4,
                                    atol=1e-5 * np.abs(got).max())
+        # its transform Funcs are built for the first graph only: the second one's kernel
+        # comes from the cache, so they are never made (30 ms at 64 channels)
+        assert (y.func.definitions == []) == (seed == 1)
+
+
+def test_a_deferred_conv_is_built_when_its_graph_is_scheduled_or_compiled():
+    x, w = Tensor.input("x", (1, 16, 14, 14)), Tensor.input("w", (16, 16, 3, 3))
+    y = F.conv2d(x, w, padding=1)
+    z = (y * 2).sum(axis=1)           # a stored consumer reads the conv before it is built
+    assert not y.func.definitions
+    s = sl.Schedule(z)
+    assert y.func.definitions and find_winograd(y.func) is not None
+    assert s[y].func is y.func
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((1, 16, 14, 14), dtype=np.float32)
+    b = rng.standard_normal((16, 16, 3, 3), dtype=np.float32)
+    ref = (conv_reference(a, b, 1) * 2).sum(axis=1)
+    np.testing.assert_allclose(sl.compile(z)(x=a, w=b), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
 
 
 def test_bench_conv_workload_runs_in_the_winograd_form():
