@@ -203,8 +203,8 @@ class Tensor:
         """Define the Funcs of every deferred op this Tensor depends on (sources first)."""
         for n in topo_order(self):
             if n._deferred is not None:
-                build, n._deferred = n._deferred, None
-                build(n.func)
+                n._deferred(n.func)
+                n._deferred = None
 
     @classmethod
     def make(cls, op, params, srcs, shape, dtype, index_fn, func=None, root=False):

@@ -61,7 +61,7 @@ def test_compile_without_schedule_uses_the_stored_one():
 
 def test_beam_env_tunes_once_then_loads_without_searching(monkeypatch):
     monkeypatch.setenv("BEAM", "2")
-    monkeypatch.setenv("SCHEDLANG_BEAM_BUDGET_S", "2.5")
+    monkeypatch.setenv("SCHEDLANG_BEAM_BUDGET_S", "1.5")
     kern = sl.compile(matmul(32))
     check_matmul(kern, 32)
     assert TuningDatabase().best_row(workload_key(matmul(32)))["beam"] == 2
@@ -87,7 +87,7 @@ def test_beam_tunes_a_symbolic_size_pipeline_at_estimated_sizes_then_loads(monke
     from schedlang.autotune.keys import estimated_sizes
     assert estimated_sizes(_symbolic_scale()) == {"H": 1024, "W": 1024}
     monkeypatch.setenv("BEAM", "1")
-    monkeypatch.setenv("SCHEDLANG_BEAM_BUDGET_S", "2")
+    monkeypatch.setenv("SCHEDLANG_BEAM_BUDGET_S", "1.5")
     with pytest.warns(UserWarning, match="estimated sizes H=1024, W=1024"):
         kern = sl.compile(_symbolic_scale())
     key = workload_key(_symbolic_scale(), sizes={"H": 1024, "W": 1024})
@@ -167,7 +167,7 @@ def test_wider_beam_retunes(monkeypatch):
 def test_frontend_tensor_tunes_and_a_rebuilt_graph_loads(monkeypatch):
     from schedlang.frontend import Tensor
     monkeypatch.setenv("BEAM", "1")
-    monkeypatch.setenv("SCHEDLANG_BEAM_BUDGET_S", "2.5")
+    monkeypatch.setenv("SCHEDLANG_BEAM_BUDGET_S", "1.5")
     t = Tensor.input("x", (32, 32)) @ Tensor.input("w", (32, 32))
     kern = sl.compile(t)
     monkeypatch.setattr(search, "tune", lambda *a, **k: pytest.fail("searched again"))
@@ -289,7 +289,7 @@ def test_beam_with_a_target_this_machine_cannot_run_compiles_the_default(monkeyp
     # the candidates of a search are timed here; code for a CPU with instructions this one
     # lacks cannot be, and sl.compile raised instead of giving a kernel to inspect
     monkeypatch.setenv("BEAM", "2")
-    monkeypatch.setenv("SCHEDLANG_BEAM_BUDGET_S", "2")
+    monkeypatch.setenv("SCHEDLANG_BEAM_BUDGET_S", "1.5")
     A = sl.Input("A", sl.float16, (64, 64))
     i, j = sl.vars("i j")
     C = sl.Func("C", shape=(64, 64))

@@ -1,5 +1,6 @@
 """``schedlang bench`` / ``show``: the CSV has exactly the SPEC's columns and every
-schedlang row was checked against numpy before it was timed."""
+schedlang row was checked against numpy before it was timed. The commands run in this
+process (``cli_run``); bench still measures in its child processes."""
 import csv
 import re
 import subprocess
@@ -8,15 +9,10 @@ import sys
 from schedlang.cli import CSV_COLUMNS
 
 
-def _run(*args):
-    return subprocess.run([sys.executable, "-m", "schedlang.cli", *args], capture_output=True,
-                          text=True, timeout=300)
-
-
-def test_bench_writes_csv_with_spec_columns(tmp_path):
+def test_bench_writes_csv_with_spec_columns(tmp_path, cli_run):
     out = tmp_path / "rows.csv"
-    r = _run("bench", "gemm", "--size", "64", "--size", "48x40x24", "--threads", "1",
-             "--compare", "numpy", "--csv", str(out))
+    r = cli_run("bench", "gemm", "--size", "64", "--size", "48x40x24", "--threads", "1",
+                "--compare", "numpy", "--csv", str(out))
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(out.open()))
     assert tuple(rows[0].keys()) == CSV_COLUMNS == (
@@ -31,25 +27,25 @@ def test_bench_writes_csv_with_spec_columns(tmp_path):
     assert "vs torch" not in r.stdout and "vs halide" not in r.stdout   # not measured
 
 
-def test_bench_blur_and_unknown_workload():
-    r = _run("bench", "blur", "--size", "64x80", "--threads", "1", "--compare", "numpy")
+def test_bench_blur_and_unknown_workload(cli_run):
+    r = cli_run("bench", "blur", "--size", "64x80", "--threads", "1", "--compare", "numpy")
     assert r.returncode == 0, r.stderr
     assert "GB/s" in r.stdout
-    r = _run("bench", "nosuch")
+    r = cli_run("bench", "nosuch")
     assert r.returncode != 0 and "nosuch" in (r.stderr + r.stdout)
 
 
-def test_bad_sizes_and_targets_are_refused_with_a_message_before_anything_runs():
+def test_bad_sizes_and_targets_are_refused_with_a_message_before_anything_runs(cli_run):
     for args, said in [(("--size", "0"), "--size '0': every size must be at least 1"),
                        (("--size", "-5"), "--size '-5': every size must be at least 1"),
                        (("--size", "16", "--target", "bogus"), "unknown target 'bogus'"),
                        (("--size", "16", "--target", "cuda"), "the cuda backend is not")]:
-        r = _run("bench", "gemm", "--threads", "1", *args)
+        r = cli_run("bench", "gemm", "--threads", "1", *args)
         assert r.returncode != 0 and said in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
 
 
-def test_options_of_another_workload_or_a_wrong_size_form_are_refused():
+def test_options_of_another_workload_or_a_wrong_size_form_are_refused(cli_run):
     for args, said in [(("gemm", "--size", "16x16"),
                         "--size '16x16' does not fit workload gemm, which takes N or MxNxK"),
                        (("conv", "--size", "1x8x8x8"),
@@ -58,30 +54,31 @@ def test_options_of_another_workload_or_a_wrong_size_form_are_refused():
                         "--stride / --kernel choose the conv layer; bench gemm has no conv"),
                        (("softmax", "--size", "16", "--dtype", "int8"),
                         "--dtype int8 chooses the gemm's types; bench softmax has no gemm")]:
-        r = _run("bench", *args, "--threads", "1")
+        r = cli_run("bench", *args, "--threads", "1")
         assert r.returncode == 1 and said in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
 
 
-def test_show_prints_schedule_loop_ir_and_code():
-    r = _run("show", "gemm", "--size", "64")
+def test_show_prints_schedule_loop_ir_and_code(cli_run):
+    r = cli_run("show", "gemm", "--size", "64")
     assert r.returncode == 0, r.stderr
     assert "# schedule" in r.stdout and "cache_write" in r.stdout
     assert "# loop IR" in r.stdout and "for " in r.stdout
     assert "define" in r.stdout
 
 
-def test_bench_conv_variants_and_softmax_are_checked_and_timed(tmp_path):
+def test_bench_conv_variants_and_softmax_are_checked_and_timed(tmp_path, cli_run):
     out = tmp_path / "rows.csv"
     # the last: a 1x1 conv whose plane (8 x 16) is whole tiles of 64, the matrix-product form
     for size, extra in (("1x8x10x12x8", []), ("1x8x10x12x8", ["--stride", "2"]),
                         ("1x8x10x12x8", ["--kernel", "1"]), ("1x8x8x16x8", ["--kernel", "1"])):
-        r = _run("bench", "conv", "--size", size, "--threads", "1", "--compare", "numpy", *extra)
+        r = cli_run("bench", "conv", "--size", size, "--threads", "1", "--compare", "numpy",
+                    *extra)
         assert r.returncode == 0, r.stderr
         assert "conv" in r.stdout and "GFLOP/s" in r.stdout
         assert "conv rates count the direct sum's 2*N*K*C*kh*kw*Ho*Wo operations" in r.stdout
-    r = _run("bench", "softmax", "--size", "6x40", "--threads", "1", "--compare", "numpy",
-             "--csv", str(out))
+    r = cli_run("bench", "softmax", "--size", "6x40", "--threads", "1", "--compare", "numpy",
+                "--csv", str(out))
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(out.open()))
     assert {row["system"] for row in rows} == {"schedlang", "numpy"}
@@ -89,22 +86,22 @@ def test_bench_conv_variants_and_softmax_are_checked_and_timed(tmp_path):
     assert "conv rates" not in r.stdout
 
 
-def test_bench_plot_writes_a_png(tmp_path):
+def test_bench_plot_writes_a_png(tmp_path, cli_run):
     import pytest
     pytest.importorskip("matplotlib")
     png = tmp_path / "rates.png"
-    r = _run("bench", "gemm", "--size", "32", "--threads", "1", "--compare", "numpy",
-             "--plot", str(png))
+    r = cli_run("bench", "gemm", "--size", "32", "--threads", "1", "--compare", "numpy",
+                "--plot", str(png))
     assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_bench_low_precision_gemm_rows(tmp_path):
+def test_bench_low_precision_gemm_rows(tmp_path, cli_run):
     from schedlang.targets.llvm_jit import _resolve_target
     features = _resolve_target("llvm")[1].split(",")
     out = tmp_path / "rows.csv"
-    r = _run("bench", "gemm", "--size", "64", "--threads", "1", "--compare", "numpy",
-             "--dtype", "float32,int8,bfloat16", "--csv", str(out))
+    r = cli_run("bench", "gemm", "--size", "64", "--threads", "1", "--compare", "numpy",
+                "--dtype", "float32,int8,bfloat16", "--csv", str(out))
     assert r.returncode == 0, r.stderr
     rows = {(x["shape"], x["system"]): x for x in csv.DictReader(out.open())}
     for dtype, feature, unit in (("int8", "avx512vnni", "GOP/s"),
@@ -120,7 +117,7 @@ def test_bench_low_precision_gemm_rows(tmp_path):
             assert key not in rows
             assert f"skipping gemm 64x64x64/{dtype}" in r.stderr and feature in r.stderr
     assert ("64x64x64", "numpy") in rows
-    r = _run("bench", "gemm", "--size", "64x64x30", "--dtype", "int8", "--threads", "1")
+    r = cli_run("bench", "gemm", "--size", "64x64x30", "--dtype", "int8", "--threads", "1")
     assert r.returncode != 0 and "K a multiple of 4" in (r.stderr + r.stdout)
 
 
@@ -170,10 +167,10 @@ def test_show_into_a_pipe_closed_early_stops_without_a_traceback():
     assert "Traceback" not in err and "BrokenPipe" not in err, err
 
 
-def test_bench_refuses_an_output_file_it_cannot_write_before_measuring(tmp_path):
+def test_bench_refuses_an_output_file_it_cannot_write_before_measuring(tmp_path, cli_run):
     for flag, path, why in (("--csv", tmp_path / "no" / "x.csv", "does not exist"),
                             ("--plot", tmp_path, "is a directory")):
-        r = _run("bench", "gemm", "--size", "32", "--compare", "numpy", flag, str(path))
+        r = cli_run("bench", "gemm", "--size", "32", "--compare", "numpy", flag, str(path))
         assert r.returncode != 0 and "Traceback" not in r.stderr
         assert f"{flag} {path}: " in r.stderr and why in r.stderr
         assert "GFLOP/s" not in r.stdout            # refused before anything was measured

@@ -2,7 +2,6 @@
 numpy computes (tiny sizes, so the JIT stays fast), the CLI writes a ``halide`` CSV row
 with the SPEC's columns, and without the ``halide`` package the rows are simply absent."""
 import csv
-import subprocess
 import sys
 
 import numpy as np
@@ -38,12 +37,11 @@ def test_halide_pipeline_matches_numpy(name, size, options):
     assert run() is got                  # the output is preallocated and rewritten
 
 
-def test_bench_writes_a_halide_row(tmp_path):
+def test_bench_writes_a_halide_row(tmp_path, cli_run):
     pytest.importorskip("halide")
     out = tmp_path / "rows.csv"
-    r = subprocess.run([sys.executable, "-m", "schedlang.cli", "bench", "gemm", "--size", "64",
-                        "--threads", "1", "--compare", "halide", "--csv", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = cli_run("bench", "gemm", "--size", "64", "--threads", "1", "--compare", "halide",
+                "--csv", str(out))
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(out.open()))
     assert tuple(rows[0].keys()) == CSV_COLUMNS

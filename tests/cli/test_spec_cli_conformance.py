@@ -54,12 +54,12 @@ def _check_numbers(rows):
 
 # ---------------------------------------------------------------------- bench
 
-def test_bench_softmax_rows_with_torch_at_the_default_thread_count(tmp_path):
+def test_bench_softmax_rows_with_torch_at_the_default_thread_count(tmp_path, cli_run):
     """``--compare numpy,torch``: one row per system, the ratio columns, and without
     ``--threads`` every system runs on all cores; ``softmax N`` is an N x N input."""
     out = tmp_path / "rows.csv"
-    r = _schedlang("bench", "softmax", "--size", "32", "--compare", "numpy,torch",
-                   "--csv", str(out))
+    r = cli_run("bench", "softmax", "--size", "32", "--compare", "numpy,torch",
+                "--csv", str(out))
     assert r.returncode == 0, r.stderr
     rows = _rows(out)
     have_torch = _has("torch")
@@ -77,12 +77,12 @@ def test_bench_softmax_rows_with_torch_at_the_default_thread_count(tmp_path):
         assert "vs torch" in r.stdout
 
 
-def test_bench_conv_threads_stride_kernel_and_shape_text(tmp_path):
+def test_bench_conv_threads_stride_kernel_and_shape_text(tmp_path, cli_run):
     """``--threads 2`` reaches every row; the shape is the ``NxCxHxWxK`` size exactly, and
     a stride or kernel other than the default 3x3 / 1 is said once above the table."""
     out = tmp_path / "rows.csv"
-    r = _schedlang("bench", "conv", "--size", "1x8x10x10x8", "--stride", "2", "--kernel", "1",
-                   "--threads", "2", "--compare", "numpy", "--csv", str(out))
+    r = cli_run("bench", "conv", "--size", "1x8x10x10x8", "--stride", "2", "--kernel", "1",
+                "--threads", "2", "--compare", "numpy", "--csv", str(out))
     assert r.returncode == 0, r.stderr
     rows = _rows(out)
     assert "conv layers: stride 2, 1x1" in r.stdout
@@ -338,44 +338,44 @@ def test_the_schedlang_row_uses_a_stored_tuned_schedule_when_it_is_faster(monkey
     assert cli._best_known_kernel(w, outs, hand_kern, values, 1, "llvm", False) is hand_kern
 
 
-def test_bench_measures_a_repeated_thread_count_or_size_once(tmp_path):
+def test_bench_measures_a_repeated_thread_count_or_size_once(tmp_path, cli_run):
     out = tmp_path / "rows.csv"
-    r = _schedlang("bench", "gemm", "--size", "32", "--size", "32", "--threads", "1,1",
-                   "--compare", "numpy", "--csv", str(out))
+    r = cli_run("bench", "gemm", "--size", "32", "--size", "32", "--threads", "1,1",
+                "--compare", "numpy", "--csv", str(out))
     assert r.returncode == 0, r.stderr
     assert [(x["system"], x["threads"]) for x in _rows(out)] == [("schedlang", "1"),
                                                                 ("numpy", "1")]
 
 
-def test_bench_takes_several_sizes_as_a_comma_list(tmp_path):
+def test_bench_takes_several_sizes_as_a_comma_list(tmp_path, cli_run):
     out = tmp_path / "rows.csv"
-    r = _schedlang("bench", "gemm", "--size", "16,24", "--size", "16", "--threads", "1",
-                   "--compare", "numpy", "--csv", str(out))
+    r = cli_run("bench", "gemm", "--size", "16,24", "--size", "16", "--threads", "1",
+                "--compare", "numpy", "--csv", str(out))
     assert r.returncode == 0, r.stderr
     assert [(x["shape"], x["system"]) for x in _rows(out)] == [
         ("16x16x16", "schedlang"), ("16x16x16", "numpy"),
         ("24x24x24", "schedlang"), ("24x24x24", "numpy")]
 
 
-def test_a_csv_file_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path):
+def test_a_csv_file_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path, cli_run):
     """The check opens the file for real: as root, os.access says every path is writable."""
     blocked = tmp_path / "a_file"
     blocked.write_text("")
-    r = _schedlang("bench", "gemm", "--size", "16", "--threads", "1", "--compare", "numpy",
-                   "--csv", str(blocked / "rows.csv"))
+    r = cli_run("bench", "gemm", "--size", "16", "--threads", "1", "--compare", "numpy",
+                "--csv", str(blocked / "rows.csv"))
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert f"--csv {blocked / 'rows.csv'}: " in r.stderr
     if os.path.exists("/dev/full"):     # opens, but every write fails: after the table
-        r = _schedlang("bench", "gemm", "--size", "16", "--threads", "1", "--compare",
-                       "numpy", "--csv", "/dev/full")
+        r = cli_run("bench", "gemm", "--size", "16", "--threads", "1", "--compare",
+                    "numpy", "--csv", "/dev/full")
         assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
         assert "--csv /dev/full: cannot write it (No space left on device)" in r.stderr
         assert "gemm" in r.stdout
 
 
-def test_a_stride_2_conv_run_does_not_mention_winograd():
-    r = _schedlang("bench", "conv", "--size", "1x8x10x10x8", "--stride", "2", "--threads", "1",
-                   "--compare", "numpy")
+def test_a_stride_2_conv_run_does_not_mention_winograd(cli_run):
+    r = cli_run("bench", "conv", "--size", "1x8x10x10x8", "--stride", "2", "--threads", "1",
+                "--compare", "numpy")
     assert r.returncode == 0, r.stderr
     assert "conv rates count the direct sum's" in r.stdout and "Winograd" not in r.stdout
 

@@ -1138,12 +1138,19 @@ def _env():
     return env
 
 
+def _in_process(monkeypatch, tmp_path, cli_run):
+    """``cli_run`` (the command's ``main`` in this process) with the environment and the
+    working folder the subprocess runs of this section get."""
+    monkeypatch.delenv("BEAM", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return cli_run
+
+
 @needs_torch
-def test_cli_bench_gemm_csv(tmp_path):
+def test_cli_bench_gemm_csv(tmp_path, monkeypatch, cli_run):
     out = tmp_path / "r.csv"
-    p = subprocess.run(_cli() + ["bench", "gemm", "--size", "64", "--threads", "1",
-                                 "--csv", str(out)],
-                       capture_output=True, text=True, timeout=50, env=_env(), cwd=tmp_path)
+    run = _in_process(monkeypatch, tmp_path, cli_run)
+    p = run("bench", "gemm", "--size", "64", "--threads", "1", "--csv", str(out))
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip(), "bench printed no table"
     text = out.read_text()
@@ -1181,25 +1188,24 @@ def test_cli_python_dash_m():
     assert p.stdout.strip()
 
 
-def test_cli_unknown_workload_fails_cleanly():
-    p = subprocess.run(_cli() + ["show", "no_such_workload"], capture_output=True, text=True,
-                       timeout=50, env=_env())
+def test_cli_unknown_workload_fails_cleanly(tmp_path, monkeypatch, cli_run):
+    p = _in_process(monkeypatch, tmp_path, cli_run)("show", "no_such_workload")
     assert p.returncode != 0
     assert "Traceback" not in p.stderr
 
 
-def _bench_rows(tmp_path, args):
+def _bench_rows(run, tmp_path, args):
     out = tmp_path / "r.csv"
-    p = subprocess.run(_cli() + ["bench"] + args + ["--threads", "1", "--csv", str(out)],
-                       capture_output=True, text=True, timeout=50, env=_env(), cwd=tmp_path)
+    p = run("bench", *args, "--threads", "1", "--csv", str(out))
     assert p.returncode == 0, p.stderr[-2000:]
     text = out.read_text()
     assert text.splitlines()[0] == "workload,shape,system,threads,median_s,min_s,rate,unit"
     return list(csv.DictReader(text.splitlines()))
 
 
-def test_cli_bench_compare_selects_systems_softmax(tmp_path):
-    rows = _bench_rows(tmp_path, ["softmax", "--size", "8x32", "--compare", "numpy"])
+def test_cli_bench_compare_selects_systems_softmax(tmp_path, monkeypatch, cli_run):
+    rows = _bench_rows(_in_process(monkeypatch, tmp_path, cli_run), tmp_path,
+                       ["softmax", "--size", "8x32", "--compare", "numpy"])
     assert {r["system"] for r in rows} == {"schedlang", "numpy"}
     for r in rows:
         assert r["workload"] == "softmax" and r["shape"] == "8x32"
@@ -1208,8 +1214,9 @@ def test_cli_bench_compare_selects_systems_softmax(tmp_path):
 
 
 @needs_torch
-def test_cli_bench_conv_shape(tmp_path):
-    rows = _bench_rows(tmp_path, ["conv", "--size", "1x4x8x8x4", "--compare", "torch"])
+def test_cli_bench_conv_shape(tmp_path, monkeypatch, cli_run):
+    rows = _bench_rows(_in_process(monkeypatch, tmp_path, cli_run), tmp_path,
+                       ["conv", "--size", "1x4x8x8x4", "--compare", "torch"])
     assert {r["system"] for r in rows} == {"schedlang", "torch"}
     for r in rows:
         assert r["workload"] == "conv" and r["shape"] == "1x4x8x8x4"
@@ -1220,6 +1227,7 @@ def test_cli_bench_conv_shape(tmp_path):
                    for k in ("median_s", "min_s")), r
 
 
-def test_cli_bench_gemm_mxnxk(tmp_path):
-    rows = _bench_rows(tmp_path, ["gemm", "--size", "16x32x8", "--compare", "numpy"])
+def test_cli_bench_gemm_mxnxk(tmp_path, monkeypatch, cli_run):
+    rows = _bench_rows(_in_process(monkeypatch, tmp_path, cli_run), tmp_path,
+                       ["gemm", "--size", "16x32x8", "--compare", "numpy"])
     assert {r["shape"] for r in rows} == {"16x32x8"}

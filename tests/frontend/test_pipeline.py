@@ -182,15 +182,15 @@ def test_a_chain_of_layernorms_is_stored_every_few_layers():
     # work) would grow with the square of the depth
     x = Tensor.input("x", (8, 64))
     y = x
-    for _ in range(30):
+    for _ in range(15):
         y = F.layernorm(y)
     stored = [n for n in topo_order(y) if n.op == "stored"]
-    assert len(stored) >= 30 // 5, len(stored)
+    assert len(stored) >= 15 // 5, len(stored)
     kern = sl.compile(y)
     assert max(len(line) for line in kern.loop_ir.splitlines()) < 1500
     a = rng.standard_normal((8, 64)).astype(np.float32) * 3 + 1
     want = a.astype(np.float64)
-    for _ in range(30):
+    for _ in range(15):
         want = (want - want.mean(-1, keepdims=True)) / np.sqrt(want.var(-1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(kern(x=a), want, rtol=1e-3, atol=1e-3)
 
@@ -604,7 +604,7 @@ def test_autotune_takes_several_tensors(tmp_path, monkeypatch):
     monkeypatch.setenv("SCHEDLANG_CACHE", str(tmp_path))
     x = Tensor.input("x", (16, 16))
     a, b = x * 2, x + 1
-    s = sl.autotune([a, b], beam=1, budget_s=2, progress=False)
+    s = sl.autotune([a, b], beam=1, budget_s=1, progress=False)
     assert s.outputs == [a.pipeline()[0], b.pipeline()[0]]
     xa = rng.standard_normal((16, 16)).astype(np.float32)
     got_a, got_b = sl.compile([a, b], s)(x=xa)
