@@ -267,6 +267,10 @@ def _softmax_family(op, body, x, axis, dim, dtype=None):
     if x.dtype.is_bool:
         raise sl.AlgorithmError(f"{op}: the input is bool, which has no {op} (torch refuses it "
                                 f"too); cast it first, e.g. {op}(x.cast(sl.float32))")
+    if x.dtype.is_int:
+        # numpy's float type of the integers first: ``x - max`` in the integer type wraps
+        # (a uint8 row [3, 0] gives 0 - 3 = 253)
+        x = EW.cast(x, EW._numpy_float(x.dtype))
     if x.ndim == 0:
         return S.reshape(_softmax_family(op, body, S.reshape(x, (1,)), 0, None), ())
     if x.shape[axis] == 0:

@@ -152,14 +152,25 @@ class _Bounds:
             if e.dtype.is_float or e.value.dtype.is_float:
                 return type_range(e.dtype) if not e.dtype.is_float else Interval(None, None)
             iv = self.go(e.value)
-            if T.can_represent(e.dtype, e.value.dtype) or e.dtype.bits >= 32:
+            if T.can_represent(e.dtype, e.value.dtype) or (e.dtype.bits >= 32 and (
+                    e.dtype.is_signed or (iv.lo is not None and never_negative(iv.lo)))):
                 return iv  # widening, or index narrowing assumed not to overflow
+            if e.dtype.bits >= 32:
+                # a negative value wraps to a large unsigned one: uint32(i - 5)
+                big = E.Const(e.dtype.max_value(), T.int64) if e.dtype.bits < 64 else None
+                zero = E.Const(0, T.int64)
+                if iv.lo is None or (const_value(iv.lo) is not None and const_value(iv.lo) < 0):
+                    return Interval(zero, big)
+                # a symbolic minimum: the value's own range wherever that minimum is >= 0
+                hi = None if big is None or iv.hi is None else \
+                    E.Select(E.BinOp("ge", iv.lo, zero), iv.hi, big)
+                return Interval(_op("max", iv.lo, zero), hi)
             return type_range(e.dtype)
         if isinstance(e, E.BinOp):
-            return self.binop(e)
+            return _wrapping(self.binop(e), dt)
         if isinstance(e, E.UnOp) and e.op == "neg":
             a = self.go(e.a)
-            return Interval(_neg(a.hi), _neg(a.lo))
+            return _wrapping(Interval(_neg(a.hi), _neg(a.lo)), dt)
         if isinstance(e, E.Select):
             return union(self.go(e.t), self.go(e.f))
         if isinstance(e, E.Call) and e.name == "abs" and dt.is_int:
@@ -207,6 +218,10 @@ class _Bounds:
             if cb is not None and cb > 0:
                 c = E.Const(int(cb), T.int64)
                 return Interval(_op("floordiv", a.lo, c), _op("floordiv", a.hi, c))
+            if cb is not None and cb < 0:
+                # floor division by a negative constant reverses the order: x // -3
+                c = E.Const(int(cb), T.int64)
+                return Interval(_op("floordiv", a.hi, c), _op("floordiv", a.lo, c))
             if a.bounded and _nonneg(a.lo) and b.bounded and _positive(b.lo):
                 # a non-negative range over a positive one (x // C, C a size)
                 return Interval(_op("floordiv", a.lo, b.hi), _op("floordiv", a.hi, b.lo))
@@ -214,6 +229,9 @@ class _Bounds:
         if op == "mod" and e.dtype.is_int:
             if cb is not None and cb > 0:
                 return Interval(E.Const(0, T.int64), E.Const(int(cb) - 1, T.int64))
+            if cb is not None and cb < 0:
+                # a floor modulo takes the divisor's sign: x % -3 is in [-2, 0]
+                return Interval(E.Const(int(cb) + 1, T.int64), E.Const(0, T.int64))
             if b.lo is not None and _positive(b.lo) and b.hi is not None:
                 # a size may be 0 at run time, and x % 0 is 0: [0, max(N - 1, 0)], so a read
                 # at ``i % N`` of an empty input is caught (N >= 1 is checked at the call)
@@ -226,6 +244,27 @@ class _Bounds:
             c = E.Const(1 << int(cb), T.int64)
             return Interval(_op("floordiv", a.lo, c), _op("floordiv", a.hi, c))
         return type_range(e.dtype)
+
+
+def _wrapping(iv, dt):
+    """``iv``, the range of an integer result of type ``dt`` as if it could not wrap, or
+    ``dt``'s whole range where it may wrap: unsigned and 8/16-bit arithmetic wraps like C
+    (``uint8(i) * 200``, ``uint32(i) - 5``). Signed 32/64-bit index arithmetic, and an
+    unsigned one that stays non-negative, are assumed not to overflow (as in Halide)."""
+    dt = dt.element()
+    if not dt.is_int or (dt.is_signed and dt.bits >= 32):
+        return iv
+    lo = None if iv.lo is None else const_value(iv.lo)
+    hi = None if iv.hi is None else const_value(iv.hi)
+    if lo is not None and hi is not None and dt.min_value() <= lo and hi <= dt.max_value():
+        return iv
+    if dt.bits < 32:
+        return type_range(dt)
+    if iv.lo is not None and (lo >= 0 if lo is not None else never_negative(iv.lo)) and (
+            hi is None or hi <= dt.max_value()):
+        return iv
+    return Interval(E.Const(0, T.int64),
+                    E.Const(dt.max_value(), T.int64) if dt.bits < 64 else None)
 
 
 def _fixed_symbol(e):

@@ -13,7 +13,7 @@ from ..algo import expr as E
 from ..algo import types as T
 from . import ir
 from .interval import Interval, Scope, bounds_of
-from .simplify import linear, from_linear, simplify
+from .simplify import const_value, linear, from_linear, simplify
 
 
 def _conjuncts(c):
@@ -57,6 +57,18 @@ def _threshold(conj, var, scope):
                             E.Const(coeff, T.int64)) + 1)
 
 
+def _never_holds(conj, scope):
+    """Whether ``conj`` (an index comparison ``a < b`` or ``a <= b``) fails for every value
+    in ``scope``: the least value of ``a - b`` is past the limit (a tail guard in a loop
+    tail that lies wholly beyond the extent, ``for x in [4, 8): if x < 4``)."""
+    if not (isinstance(conj, E.BinOp) and conj.op in ("lt", "le") and conj.a.dtype.is_int
+            and conj.a.dtype.lanes == 1):
+        return False
+    lo = bounds_of(simplify(ir.as_int64(conj.a) - ir.as_int64(conj.b)), scope).lo
+    v = const_value(simplify(lo)) if lo is not None else None
+    return v is not None and v > (-1 if conj.op == "lt" else 0)
+
+
 def _invariant_in(used, loops):
     """True when the names ``used`` do not change along some loop of ``loops`` (for each
     loop, the set of names that do)."""
@@ -81,13 +93,18 @@ class _Partitioner:
             self.scope.push(s.var, Interval(s.min, simplify(s.min + s.extent - 1)))
             body = self.stmt(s.body, in_vector or s.kind == "vectorized")
             self.scope.pop(s.var)
-            return s.replace(body=body)
+            return s.replace(body=body) if body is not None else None
         if isinstance(s, ir.LetStmt):
             self.scope.push(s.var, bounds_of(s.value, self.scope) if s.value.dtype.is_int
                             else Interval(None, None))
             body = self.stmt(s.body, in_vector)
             self.scope.pop(s.var)
-            return s.replace(body=body)
+            return s.replace(body=body) if body is not None else None
+        if isinstance(s, ir.IfThenElse) and s.else_ is None:
+            if any(_never_holds(c, self.scope) for c in _conjuncts(s.cond)):
+                return None         # a guard no iteration passes: dead code
+            then = self.stmt(s.then, in_vector)
+            return s.replace(then=then) if then is not None else None
         kw = {f: self.stmt(getattr(s, f), in_vector) for f in s.children}
         return s.replace(**kw) if kw else s
 
@@ -164,16 +181,22 @@ class _Partitioner:
         steady = loop.replace(extent=simplify(split - loop.min),
                               body=ir.map_stmt(loop.body, drop))
         tail = loop.replace(min=split, extent=simplify(hi - split))
-        self.scope.push(loop.var, Interval(loop.min, simplify(hi - 1)))
-        steady = steady.replace(body=self.stmt(steady.body))
+        self.scope.push(loop.var, Interval(loop.min, simplify(split - 1)))
+        body = self.stmt(steady.body)
+        steady = steady.replace(body=body) if body is not None else None
+        self.scope.pop(loop.var)
         # a tail is partitioned once more (the whole tiles of a last, partial block), no
-        # deeper: each level copies the loop body again
+        # deeper: each level copies the loop body again. Its range starts at the split, so
+        # a guard that fails from there on drops the tail's code
+        self.scope.push(loop.var, Interval(split, simplify(hi - 1)))
         self.in_tail += 1
-        tail = tail.replace(body=self.stmt(tail.body))
+        body = self.stmt(tail.body)
+        tail = tail.replace(body=body) if body is not None else None
         self.in_tail -= 1
         self.scope.pop(loop.var)
         return ir.make_block([steady, tail])
 
 
 def partition_loops(stmt, ctx):
-    return _Partitioner().stmt(stmt)
+    out = _Partitioner().stmt(stmt)
+    return out if out is not None else ir.Evaluate(E.Const(0, T.int32))

@@ -5,11 +5,12 @@ assignment satisfying all ``facts``; ``counterexample(cond, facts)`` gives an as
 the user-visible variables that makes ``cond`` false. Both are conservative: a timeout, an
 ``unknown`` or any solver error answers "not proven" (False / None).
 
-The model: integer expressions are mathematical integers (wraparound of arithmetic is not
-modelled, explicit narrowing casts are), and every integer variable lies in its type's range
-(sizes are also >= 0). ``//`` and ``%`` are Python's floor division and modulo, and division or
-modulo by zero is 0. Float expressions, math calls, Func reads, buffer loads and anything not
-understood become fresh unconstrained values (one per structurally identical subexpression).
+The model: signed 32/64-bit integer expressions are mathematical integers (their wraparound is
+not modelled; unsigned and 8/16-bit arithmetic and explicit narrowing casts wrap), and every
+integer variable lies in its type's range (sizes are also >= 0). ``//`` and ``%`` are Python's
+floor division and modulo, and division or modulo by zero is 0. Float expressions, math calls,
+Func reads, buffer loads and anything not understood become fresh unconstrained values (one per
+structurally identical subexpression).
 Vector expressions are modelled per lane: ``ramp(b, s, n)`` is ``b + s * lane`` for a lane
 ``0 <= lane < n`` shared by the whole query, ``x4(v)`` is ``v``; a vector condition is proven
 when it holds in every lane.
@@ -295,7 +296,7 @@ def _translate(e, key, m):
         if z3.is_bool(a):
             return (z3.Not(a) if e.op == "not" else a), la
         if e.op == "neg":
-            return -a, la
+            return _wrapped(-a, e.dtype), la
         if e.op == "not":
             dt = e.dtype.element()
             return ((dt.max_value() - a) if dt.is_unsigned else (-a - 1)), la
@@ -392,11 +393,11 @@ def _binop(e, key, m):
             return a == b, leaves
         return _opaque(e, key)
     if op == "add":
-        return a + b, leaves
+        return _wrapped(a + b, e.dtype), leaves
     if op == "sub":
-        return a - b, leaves
+        return _wrapped(a - b, e.dtype), leaves
     if op == "mul":
-        return a * b, leaves
+        return _wrapped(a * b, e.dtype), leaves
     if op == "min":
         return z3.If(a <= b, a, b), leaves
     if op == "max":
@@ -431,7 +432,7 @@ def _binop(e, key, m):
         c = _const_int(e.b)
         if c is not None and 0 <= c < e.dtype.bits:
             if op == "shl":
-                return a * (1 << c), leaves
+                return _wrapped(a * (1 << c), e.dtype), leaves
             return a / (1 << c), leaves  # arithmetic shift right == floor division
         return _opaque(e, key)
     # integer "div" (not produced by the algorithm language), bitor, bitxor, ...: unknown.
@@ -451,8 +452,23 @@ def _cast(e, key, m):
     if src.is_int and T.can_represent(dst, src):
         return v, lv
     # a narrowing (or sign-changing) conversion wraps modulo 2**bits
-    size = 1 << dst.bits
-    if dst.is_unsigned:
-        return v % size, lv
+    return _wrap_to(v, dst), lv
+
+
+def _wrap_to(v, dt):
+    """``v`` modulo 2**bits, in ``dt``'s range."""
+    size = 1 << dt.bits
+    if dt.is_unsigned:
+        return v % size
     half = size >> 1
-    return (v + half) % size - half, lv
+    return (v + half) % size - half
+
+
+def _wrapped(v, dtype):
+    """The result ``v`` of arithmetic in ``dtype``: unsigned and 8/16-bit arithmetic wraps
+    like C (uint32(i) - 5 is about 4e9 for i < 5); signed 32/64-bit index arithmetic is
+    assumed not to overflow (as in Halide)."""
+    dt = dtype.element()
+    if not dt.is_int or (dt.is_signed and dt.bits >= 32):
+        return v
+    return _wrap_to(v, dt)

@@ -14,6 +14,7 @@ Example: in ``for p in [0, 2688): let y = min(max(p // 56, 0), 55)`` the clamp g
 from __future__ import annotations
 
 from ..algo import expr as E
+from ..algo import types as T
 from . import ir
 from .simplify import const_value, simplify_stmt
 
@@ -40,6 +41,17 @@ def _join(op, a, b):
     return lo, hi
 
 
+def _wrapping(r, dt):
+    """The range ``r`` of a sum or product of type ``dt`` computed as if it could not wrap,
+    or ``dt``'s whole range where it may: unsigned and 8/16-bit arithmetic wraps like C
+    (``uint8(i) - 2`` is 254 at i = 0); signed 32/64-bit index arithmetic is assumed not to."""
+    if dt.is_signed and dt.bits >= 32:
+        return r
+    lo, hi = dt.min_value(), dt.max_value()
+    return r if r[0] is not None and r[1] is not None and lo <= r[0] and r[1] <= hi \
+        else (lo, hi)
+
+
 class _Ranges:
     """Constant ranges of integer expressions under the enclosing loops and lets."""
 
@@ -61,8 +73,18 @@ class _Ranges:
         if isinstance(e, E.Var):
             return self.scope.get(e.name, _UNKNOWN)
         if isinstance(e, E.Cast):
-            # widening keeps the range; narrowing index arithmetic is assumed not to wrap
-            return self.of(e.value) if e.value.dtype.is_int else _UNKNOWN
+            if not e.value.dtype.is_int:
+                return _UNKNOWN
+            # widening keeps the range; narrowing index arithmetic (to a signed 32/64-bit
+            # type) is assumed not to wrap; any other cast wraps (uint8(i * 37), uint32(i - 5))
+            # unless every value fits
+            r = self.of(e.value)
+            if T.can_represent(e.dtype, e.value.dtype) or (e.dtype.is_signed
+                                                           and e.dtype.bits >= 32):
+                return r
+            lo, hi = e.dtype.min_value(), e.dtype.max_value()
+            fits = r[0] is not None and r[1] is not None and lo <= r[0] and r[1] <= hi
+            return r if fits else (lo, hi)
         if isinstance(e, E.Select):
             t, f = self.of(e.t), self.of(e.f)
             return _join("min", t, f)[0], _join("max", t, f)[1]
@@ -71,11 +93,12 @@ class _Ranges:
         a, b = self.of(e.a), self.of(e.b)
         cb = const_value(e.b)
         if e.op == "add":
-            return _add(a, b)
+            return _wrapping(_add(a, b), e.dtype)
         if e.op == "sub":
-            return _add(a, (None if b[1] is None else -b[1], None if b[0] is None else -b[0]))
+            return _wrapping(_add(a, (None if b[1] is None else -b[1],
+                                      None if b[0] is None else -b[0])), e.dtype)
         if e.op == "mul" and cb is not None:
-            return _scale(a, int(cb))
+            return _wrapping(_scale(a, int(cb)), e.dtype)
         if e.op in ("min", "max"):
             return _join(e.op, a, b)
         if e.op == "floordiv" and cb is not None and cb > 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ..algo import expr as E
+from ..algo import types as T
 from ..errors import ScheduleError
 from . import ir
 from .simplify import _no_overflow, const_value, simplify
@@ -91,7 +92,13 @@ class Vectorizer:
             return self.binop(e.op, new[0], new[1], e)
         if isinstance(e, E.Cast):
             v = new[0]
-            if isinstance(v, ir.Ramp) and e.dtype.is_int and v.dtype.is_int:
+            if isinstance(v, ir.Ramp) and e.dtype.is_int and v.dtype.is_int and (
+                    T.can_represent(e.dtype, v.dtype)
+                    or (e.dtype.is_signed and e.dtype.bits >= 32
+                        and _no_overflow(v.base, v.stride))):
+                # a lane-wise cast stays a ramp only where no lane wraps: a widening, or
+                # index math between the signed 32/64-bit types (assumed not to overflow);
+                # uint16(ramp(0, 5000, 8)) wraps past 65535 and stays a cast of the ramp
                 return ir.Ramp(simplify(E.Cast(e.dtype.element(), v.base)),
                                simplify(E.Cast(e.dtype.element(), v.stride)), W)
             if isinstance(v, ir.Broadcast):

@@ -58,7 +58,7 @@ class Placement:
                                     f"on {f.name}: {stage.name} is a stage of another schedule; "
                                     f"pass a stage of this one (s[{stage.func.name}]...) or the "
                                     f"Func {stage.func.name} itself")
-        g = self.lookup(consumer)
+        g = self.lookup(consumer, f"{directive} on {f.name}")
         name = var_name(v, directive, f.name)
         if isinstance(g, Input):
             raise ScheduleError(f"{directive}({g.name}, {name}) on {f.name}: {g.name} is an "

@@ -279,7 +279,8 @@ class Schedule(Placement):
                 if g.name == key:
                     return g
             names = ", ".join(g.name for g in self.funcs + self.inputs)
-            raise ScheduleError(f"no Func or Input named {key!r} in this pipeline; it has: {names}")
+            raise ScheduleError(("" if where == "s[...]" else f"{where}: ") +
+                                f"no Func or Input named {key!r} in this pipeline; it has: {names}")
         if isinstance(key, (StageSchedule, InputSchedule)):
             kind = "an Input" if isinstance(key, InputSchedule) else "a Func"
             shown = f"s[{key.func.name}]" + (f".update({key.index - 1})" if key.index else "")
