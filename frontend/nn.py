@@ -421,6 +421,12 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
         wide = conv2d(EW.cast(x, sl.float32), EW.cast(w, sl.float32), b, stride, padding,
                       dilation, groups)
         return wide if wide.dtype == dtype else EW.cast(wide, dtype)
+    if x.dtype != w.dtype and EW.result_dtype(x.dtype, w.dtype) == sl.float32:
+        # mixed operands whose products are float32 anyway (float16 or int8 images, float32
+        # weights): converted first, exactly as each product would be, so the conv takes
+        # its float32 forms (Winograd, NHWC, pointwise) rather than the generic sum
+        return conv2d(EW.cast(x, sl.float32), EW.cast(w, sl.float32), bias, stride, padding,
+                      dilation, groups)
     if x.dtype.is_bool and w.dtype.is_bool:
         # numpy's bool product is the or of ands (as matmul): whether any count is non-zero
         counts = conv2d(EW.cast(x, sl.int32), EW.cast(w, sl.int32), None, stride, padding,

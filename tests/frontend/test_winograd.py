@@ -229,3 +229,19 @@ def test_bench_conv_workload_runs_in_the_winograd_form():
     # the direct forms stay for stride 2 and for too few channels
     assert find_winograd(Conv((1, 16, 28, 28, 16), stride=2).algorithm()[0]) is None
     assert find_winograd(Conv((1, 8, 28, 28, 8)).algorithm()[0]) is None
+
+
+@pytest.mark.parametrize("x_dtype,np_dtype", [(sl.float16, np.float16), (sl.int8, np.int8)])
+def test_a_conv_of_mixed_operands_with_float32_products_takes_the_winograd_form(x_dtype, np_dtype):
+    # a float16 or int8 image with float32 weights: each product is float32 anyway, so the
+    # image is converted first and the conv runs in its fast form, with the same values
+    rng = np.random.default_rng(8)
+    a = (rng.standard_normal((1, 16, 14, 14)) * 3).astype(np_dtype)
+    b = rng.standard_normal((16, 16, 3, 3), dtype=np.float32)
+    y = F.conv2d(Tensor.input("x", a.shape, x_dtype), Tensor.input("w", b.shape), padding=1)
+    kern = sl.compile(y)
+    assert y.dtype == sl.float32 and "conv2d_winograd" in kern.loop_ir
+    ref = conv_reference(a.astype(np.float32), b, 1)
+    np.testing.assert_allclose(kern(x=a, w=b), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    eager = F.conv2d(Tensor(a), Tensor(b), padding=1).numpy()
+    np.testing.assert_allclose(eager, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
