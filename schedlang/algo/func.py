@@ -250,7 +250,7 @@ class Func(Callable):
     def declare(self, dtype):
         """Let this Func (which has a ``shape``) be read before its definition, which must
         then give ``dtype``: a frontend op builds its Funcs only when a pipeline needs
-        them. A pipeline reaching it still undefined is an AlgorithmError.
+        them. A Schedule reaching it still undefined raises a ScheduleError.
         Example: ``f = sl.Func("f", shape=(4,)); f.declare(sl.float32); g[i] = f[i] + 1``."""
         if self.shape is None or self.definitions:
             raise AlgorithmError(f"Func {self.name}: only a Func with a shape= and no "
@@ -282,14 +282,11 @@ class Func(Callable):
 
     def __getitem__(self, args):
         args = self._index_args(args)
-        if self.definitions and len(args) != self.ndim:
+        declared = self.declared_dtype is not None
+        if (self.definitions or declared) and len(args) != self.ndim:
             raise AlgorithmError(f"{self.name} has {self.ndim} dimensions but is indexed with "
                                  f"{len(args)}: {self.name}[{', '.join(map(str, args))}]")
-        if not self.definitions and self.declared_dtype is not None:
-            if len(args) != len(self.shape):
-                raise AlgorithmError(f"{self.name} has {len(self.shape)} dimensions but is "
-                                     f"indexed with {len(args)}")
-        elif not self.definitions:
+        if not self.definitions and not declared:
             raise AlgorithmError(f"Func {self.name} is used before it is defined; define it with "
                                  f"{self.name}[...] = ... first")
         return E.FuncRef(self, args)

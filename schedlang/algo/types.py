@@ -46,6 +46,12 @@ class DType:
         return self.kind == "u"
 
     @property
+    def is_index(self):
+        """A signed integer of 32 or 64 bits: arithmetic in it is index math, which lowering
+        assumes does not overflow (as Halide does); unsigned and 8/16-bit arithmetic wraps."""
+        return self.kind == "i" and self.bits >= 32
+
+    @property
     def is_bool(self):
         return self.kind == "b"
 

@@ -265,9 +265,8 @@ def user_names(e):
             m = _STAGE_VAR.match(n.name)
             if m:
                 return E.Var(m.group(1), n.dtype)
-        if isinstance(n, E.Cast) and isinstance(n.value, E.Var) and n.dtype.is_int and \
-                n.value.dtype.is_int and n.dtype.is_signed and n.value.dtype.is_signed and \
-                n.dtype.bits >= 32:
+        if isinstance(n, E.Cast) and isinstance(n.value, E.Var) and n.dtype.is_index and \
+                n.value.dtype.is_signed:
             return n.value      # lowering's own index casts, not a user's uint32(x)
         return None
     return E.map_expr(e, fn)

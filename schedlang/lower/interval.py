@@ -252,7 +252,7 @@ def _wrapping(iv, dt):
     (``uint8(i) * 200``, ``uint32(i) - 5``). Signed 32/64-bit index arithmetic, and an
     unsigned one that stays non-negative, are assumed not to overflow (as in Halide)."""
     dt = dt.element()
-    if not dt.is_int or (dt.is_signed and dt.bits >= 32):
+    if not dt.is_int or dt.is_index:
         return iv
     lo = None if iv.lo is None else const_value(iv.lo)
     hi = None if iv.hi is None else const_value(iv.hi)

@@ -469,6 +469,6 @@ def _wrapped(v, dtype):
     like C (uint32(i) - 5 is about 4e9 for i < 5); signed 32/64-bit index arithmetic is
     assumed not to overflow (as in Halide)."""
     dt = dtype.element()
-    if not dt.is_int or (dt.is_signed and dt.bits >= 32):
+    if not dt.is_int or dt.is_index:
         return v
     return _wrap_to(v, dt)

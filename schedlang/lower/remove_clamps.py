@@ -42,10 +42,10 @@ def _join(op, a, b):
 
 
 def _wrapping(r, dt):
-    """The range ``r`` of a sum or product of type ``dt`` computed as if it could not wrap,
-    or ``dt``'s whole range where it may: unsigned and 8/16-bit arithmetic wraps like C
+    """The range ``r`` of a sum, product or cast of type ``dt`` computed as if it could not
+    wrap, or ``dt``'s whole range where it may: unsigned and 8/16-bit arithmetic wraps like C
     (``uint8(i) - 2`` is 254 at i = 0); signed 32/64-bit index arithmetic is assumed not to."""
-    if dt.is_signed and dt.bits >= 32:
+    if dt.is_index:
         return r
     lo, hi = dt.min_value(), dt.max_value()
     return r if r[0] is not None and r[1] is not None and lo <= r[0] and r[1] <= hi \
@@ -79,12 +79,7 @@ class _Ranges:
             # type) is assumed not to wrap; any other cast wraps (uint8(i * 37), uint32(i - 5))
             # unless every value fits
             r = self.of(e.value)
-            if T.can_represent(e.dtype, e.value.dtype) or (e.dtype.is_signed
-                                                           and e.dtype.bits >= 32):
-                return r
-            lo, hi = e.dtype.min_value(), e.dtype.max_value()
-            fits = r[0] is not None and r[1] is not None and lo <= r[0] and r[1] <= hi
-            return r if fits else (lo, hi)
+            return r if T.can_represent(e.dtype, e.value.dtype) else _wrapping(r, e.dtype)
         if isinstance(e, E.Select):
             t, f = self.of(e.t), self.of(e.f)
             return _join("min", t, f)[0], _join("max", t, f)[1]

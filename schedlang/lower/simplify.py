@@ -135,7 +135,7 @@ def _no_overflow(*es):
     valid for these integer expressions: they are signed, at least 32 bits, and read no
     data. Such index arithmetic over loop variables and sizes is assumed not to overflow (as
     in Halide); narrow or unsigned types, and any value read from memory, wrap like C."""
-    return all(e.dtype.is_int and e.dtype.is_signed and e.dtype.bits >= 32 and _is_index_math(e)
+    return all(e.dtype.is_index and _is_index_math(e)
                for e in es)
 
 
@@ -432,7 +432,7 @@ def _affine_of_vars(v):
     """A split loop's index, ``io * 96 + it * 6 + 5``: a few variables times constants
     plus a constant. Substituted, a quotient by the split factor folds
     (``(io * 96 + it * 6 + 5) // 6`` is ``io * 16 + it``) and addresses share one base."""
-    if not (v.dtype.lanes == 1 and v.dtype.is_int and v.dtype.is_signed and v.dtype.bits >= 32):
+    if not (v.dtype.lanes == 1 and v.dtype.is_index):
         return False
     terms, _ = linear(v)
     return 0 < len(terms) <= 3 and all(isinstance(x, E.Var) for _, x in terms.values())

@@ -94,8 +94,7 @@ class Vectorizer:
             v = new[0]
             if isinstance(v, ir.Ramp) and e.dtype.is_int and v.dtype.is_int and (
                     T.can_represent(e.dtype, v.dtype)
-                    or (e.dtype.is_signed and e.dtype.bits >= 32
-                        and _no_overflow(v.base, v.stride))):
+                    or (e.dtype.is_index and _no_overflow(v.base, v.stride))):
                 # a lane-wise cast stays a ramp only where no lane wraps: a widening, or
                 # index math between the signed 32/64-bit types (assumed not to overflow);
                 # uint16(ramp(0, 5000, 8)) wraps past 65535 and stays a cast of the ramp
