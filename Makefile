@@ -23,7 +23,7 @@ test: .venv
 	  ( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-19 ) \
 	    >/dev/null 2>&1 || echo "clang-19 not installed; HIP compile checks will be skipped"; \
 	fi
-	$(VPY) -m pytest -q tests
+	$(VPY) -m pytest -q -n auto tests
 
 bench: .venv
 	$(VPY) -m schedlang.cli bench all --threads 1,2 --dtype float32,int8,bfloat16
