@@ -72,7 +72,13 @@ class StageLoops:
                 # a guarded tail): two of them must not multiply into a positive one
                 eo_, ei_ = (e if prove(E.binary("ge", self._known(e), 0), ctx.facts)
                             else E.binary("max", e, _c(0)) for e in (eo, ei))
-                info[sp.old] = (_c(0), simplify(eo_ * ei_))
+                fused_extent = simplify(eo_ * ei_)
+                # region sizes known to be constants (a cache_write's staged Func computed
+                # over an output's shape): a constant trip count, so that the divide and
+                # modulo of the fused-away indices are bounded where the region's Lets are
+                # out of scope (a producer computed inside this stage's loops)
+                known = const_value(self._known(fused_extent))
+                info[sp.old] = (_c(0), _c(known) if known is not None else fused_extent)
                 self.defs[sp.outer] = ("fuse_outer", sp.old, mo, ei, eo)
                 self.defs[sp.inner] = ("fuse_inner", sp.old, mi, ei, eo)
         self.info = info

@@ -162,6 +162,27 @@ def test_a_producer_placed_in_a_funcs_loops_follows_them_into_its_cache_write():
     np.testing.assert_allclose(sl.compile(by, again)(A=a), blur_ref(a), rtol=1e-5, atol=1e-5)
     assert "blur_y_cache.s0.x.o" in kern.loop_ir
 
+@pytest.mark.parametrize("producer", ["g", "first cache"])
+def test_a_fused_loop_moved_into_a_cache_write_bounds_the_producer_computed_outside_it(producer):
+    # the staged copy's fused loop runs over its region's Lets, which are out of scope where
+    # the producer's region is inferred (inside the staged loops); a constant region gives a
+    # constant trip count, so the recovered y = yz // 4 is bounded (was: "no bound")
+    A = sl.Input("A", sl.float32, (8, 6, 4))
+    x, y, z = sl.vars("x y z")
+    g = sl.Func("g")
+    g[x, y, z] = A[x, y, z] + 1.0
+    f = sl.Func("f", shape=(8, 6, 4))
+    f[x, y, z] = g[x, y, z] * 2.0
+    s = sl.Schedule(f)
+    if producer == "first cache":
+        g = s[f].cache_write("global")
+    s[g].compute_at(f, x)
+    s[f].fuse(y, z)
+    s[f].cache_write("global")
+    a = rand(8, 6, 4)
+    np.testing.assert_allclose(sl.compile(f, s)(A=a), (a + 1) * 2, rtol=1e-6)
+
+
 
 @pytest.mark.parametrize("shape", [(10, 10), (19, 34), (64, 64)])
 def test_blur_same_kernel_several_sizes(shape):
