@@ -788,6 +788,8 @@ def test_unknown_names_are_internal_errors():
 
 
 def test_cache_hit_skips_the_optimizer(tmp_path, monkeypatch):
+    from schedlang.targets.llvm_thread_pool import ensure_thread_pool
+    ensure_thread_pool()   # once per process, cached too: built here when this test runs first
     monkeypatch.setenv("SCHEDLANG_CACHE", str(tmp_path / "fresh"))
     stmt, args = _parallel_rows_kernel()
     first = compile_llvm(stmt, args, "cached")
@@ -881,6 +883,67 @@ def test_one_sided_clamps_are_one_vector_load_inside_the_bounds(shift):
     a = np.arange(n, dtype=np.float32) + 1
     ref = np.concatenate([[7.0], a] if shift == 1 else [a, [7.0]]).astype(np.float32)
     np.testing.assert_array_equal(kern(A=a), ref)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+@pytest.mark.parametrize("lanes", [4, 16])
+@pytest.mark.parametrize("n", [3, 37])
+def test_border_vectors_of_a_clamped_load_are_masked_loads_with_the_edges_filled(dtype, lanes, n):
+    # vectors straddling one or both ends of the image (n = 3 < lanes: both in one vector)
+    # load the lanes inside with one masked load and take the edge values for the rest;
+    # lanes before the buffer and past its end are never touched
+    A = sl.Input("A", getattr(sl, dtype), (n,))
+    x = sl.Var("x")
+    edge = sl.Func("edge", shape=(n + 9,))
+    edge[x] = sl.clamp_edge(A)[x - 4]
+    pad = sl.Func("pad", shape=(n + 9,))
+    pad[x] = sl.constant_exterior(A, 5)[x - 4]
+    a = (np.arange(n) * 3 + 1).astype(dtype)
+    for f, ref in ((edge, np.pad(a, (4, 5), mode="edge")),
+                   (pad, np.pad(a, (4, 5), constant_values=5))):
+        s = sl.Schedule(f)
+        s[f].vectorize(x, lanes)
+        kern = sl.compile(f, s)
+        # (an output shorter than one vector is not vectorized)
+        assert ("llvm.masked.load" in kern.source) == (n + 9 >= lanes)
+        np.testing.assert_array_equal(kern(A=a), ref)
+
+
+def test_a_clamp_of_an_empty_range_reads_its_upper_bound_in_every_lane():
+    # clamp(x, lo, hi) with lo > hi is hi (min of max): no lane is inside, so the border
+    # vector is not a masked load of the lanes inside but the lane-by-lane load
+    A = sl.Input("A", sl.float32, (20,))
+    lo, hi = sl.Param("lo", sl.int32), sl.Param("hi", sl.int32)
+    for p in (lo, hi):
+        sl.assume(p >= 0)
+        sl.assume(p < 20)
+    x = sl.Var("x")
+    f = sl.Func("f", shape=(16,))
+    f[x] = A[sl.clamp(x, lo, hi)]
+    s = sl.Schedule(f)
+    s[f].vectorize(x, 16)
+    kern = sl.compile(f, s)
+    a = np.arange(20, dtype=np.float32) * 2
+    for l, h in ((9, 3), (4, 11), (0, 19), (18, 2)):
+        ref = a[np.minimum(np.maximum(np.arange(16), l), h)]
+        np.testing.assert_array_equal(kern(A=a, lo=l, hi=h), ref)
+
+
+def test_x86_code_has_no_sse4a_instructions():
+    # LLVM emits AMD's legacy-SSE insertq / extrq for some shuffles; between AVX
+    # instructions each paid a state transition (a 16-lane padding copy ran 11x slower)
+    if not llvm.get_default_triple().startswith("x86_64"):
+        pytest.skip("x86 only")
+    A = sl.Input("A", sl.float32, (8, 56, 56))
+    c, y, x = sl.vars("c y x")
+    f = sl.Func("f", shape=(8, 58, 58))
+    f[c, y, x] = sl.constant_exterior(A, 0.0)[c, y - 1, x - 1]
+    s = sl.Schedule(f)
+    s[f].vectorize(x, 16)
+    kern = sl.compile(f, s)
+    assert not re.search(r"\b(insertq|extrq)\b", kern.assembly)
+    a = np.random.default_rng(5).random((8, 56, 56), dtype=np.float32)
+    np.testing.assert_array_equal(kern(A=a), np.pad(a, ((0, 0), (1, 1), (1, 1))))
 
 
 @pytest.mark.parametrize("stride", [-1, 3])
