@@ -222,7 +222,9 @@ def elementwise(op, fn, *operands, extra=(), promote=True):
     except sl.AlgorithmError as e:
         if str(e).startswith(f"{op}:"):
             raise
-        raise sl.AlgorithmError(f"{op}: {e}") from None
+        # the algorithm language's advice "use sl.cast" is, on a Tensor, its .cast method
+        text = str(e).replace("sl.cast", "Tensor.cast")
+        raise sl.AlgorithmError(f"{op}: {text}") from None
     return Tensor.make(op, (layout, extra), tensors, shape, dtype, index_fn)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 import schedlang as sl
 from schedlang.algo import expr as E
+from schedlang.algo import types as T
 
 from . import elementwise as EW
 from . import shape_ops as S
@@ -83,22 +84,51 @@ def _reduce(kind, x, axis, keepdims):
     red = Tensor.materialize(kind, (axes,), [x], shape, body)
     if not keepdims:
         return red
-    return S.reshape(red, tuple(1 if d in axes else n for d, n in enumerate(x.shape)))
+    kept = S.reshape(red, tuple(1 if d in axes else n for d, n in enumerate(x.shape)))
+    kept.stored_as = red        # s[x.max(-1, keepdims=True)] schedules the reduction's Func
+    return kept
 
 
-def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001 - the op's name
+def _no_out(op, out):
+    """numpy's ``np.sum(t)`` / ``np.max(t)`` call the method with ``out=None``: that is
+    taken; an array to write into is not (a Tensor is an expression, not storage)."""
+    if out is not None:
+        raise sl.AlgorithmError(f"{op}: out= is not supported (a Tensor is an immutable "
+                                f"expression); use the returned Tensor, y = x.{op}(...), or "
+                                "compile it and pass out= to the kernel")
+
+
+def _in_dtype(op, dtype):
+    """The dtype of numpy's / torch's ``dtype=`` argument of a reduction, as a schedlang type."""
+    try:
+        return T.as_dtype(dtype)
+    except sl.AlgorithmError as e:
+        raise sl.AlgorithmError(f"{op}: dtype=: {e}") from None
+
+
+def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None, dtype=None,  # noqa: A001
+        out=None):
     """Sum over ``axis`` (None: all; int or tuple; negative ok; ``dim=`` / ``keepdim=`` as in
     torch are accepted too). Floats keep their dtype; bools and narrower integers accumulate
     in 64 bits as numpy and torch do (unsigned in uint64), float16 / bfloat16 in float32,
-    float32 row and full sums in float64 (rounded once; ``_accumulator``).
+    float32 row and full sums in float64 (rounded once; ``_accumulator``). ``dtype=`` (numpy,
+    torch) gives the result that type; ``out=`` is taken only as None (``np.sum(t)``).
     Example: ``x.sum(-1, keepdims=True)``."""
     axis, keepdims = _axis_alias("sum", axis, keepdims, dim, keepdim)
+    _no_out("sum", out)
     x = EW.as_tensor(x, "sum")
+    if dtype is not None:
+        dtype = _in_dtype("sum", dtype)
+        return EW.cast(sum(EW.cast(x, dtype), axis, keepdims), dtype)
     dt = x.dtype
     x = _widen_ints(x)
     wide = _accumulator(x, _axes(axis, x.ndim, "sum"))
     if wide is not None:
-        return EW.cast(_reduce("sum", EW.cast(x, wide), axis, keepdims), dt)
+        total = _reduce("sum", EW.cast(x, wide), axis, keepdims)
+        result = EW.cast(total, dt)
+        if result.func is None:
+            result.stored_as = total    # s[x.sum(-1)] schedules the wide sum's Func
+        return result
     return _reduce("sum", x, axis, keepdims)
 
 
@@ -130,30 +160,37 @@ def _is_operand(v):
     return isinstance(v, (Tensor, np.ndarray, float, np.floating))
 
 
-def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
+def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None, out=None):  # noqa: A001
     """Maximum over ``axis`` (values only): ``x.max(axis=1)``. With a Tensor (or array)
     in place of the axis it is torch's elementwise form: ``F.max(a, b)`` is
     ``F.maximum(a, b)``."""
     if _is_operand(axis):
         return EW.maximum(x, axis)
     axis, keepdims = _axis_alias("max", axis, keepdims, dim, keepdim)
+    _no_out("max", out)
     return _reduce("max", x, axis, keepdims)
 
 
-def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
+def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None, out=None):  # noqa: A001
     """Minimum over ``axis`` (values only): ``x.min(axis=(0, 1))``. ``F.min(a, b)`` with a
     Tensor ``b`` is ``F.minimum(a, b)``, as torch."""
     if _is_operand(axis):
         return EW.minimum(x, axis)
     axis, keepdims = _axis_alias("min", axis, keepdims, dim, keepdim)
+    _no_out("min", out)
     return _reduce("min", x, axis, keepdims)
 
 
-def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None, dtype=None, out=None):
     """Mean over ``axis``; integers give float64 as in numpy (summed in 64 bits first), floats are
-    summed and divided wide as ``sum`` is. Example: ``x.mean(-1)``."""
+    summed and divided wide as ``sum`` is; ``dtype=`` and ``out=None`` as in ``sum``.
+    Example: ``x.mean(-1)``."""
     axis, keepdims = _axis_alias("mean", axis, keepdims, dim, keepdim)
+    _no_out("mean", out)
     x = EW.as_tensor(x, "mean")
+    if dtype is not None:
+        dtype = _in_dtype("mean", dtype)
+        return EW.cast(mean(EW.cast(x, dtype), axis, keepdims), dtype)
     axes = _axes(axis, x.ndim, "mean")
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     wide = _accumulator(x, axes)
@@ -335,7 +372,12 @@ def _normalize(x, k, weight, bias, eps):
         out = EW.mul(out, weight)
     if bias is not None:
         out = EW.add(out, bias)
-    return out
+    if k != 1 or x.ndim < 2 or x.dtype not in (sl.float32, sl.float64):
+        return out
+    # rows along the last axis: one Func the default schedule knows (a row at a time, both
+    # sums computed per row, in cache); stored where it feeds other ops, which would
+    # otherwise recompute it (and the layers before it) at each of their reads
+    return Tensor.materialize("layernorm", (), [out], out.shape, out.element, root=True)
 
 
 def layernorm(x, weight=None, bias=None, eps=1e-5):

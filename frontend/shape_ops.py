@@ -103,6 +103,14 @@ def reshape(x, *shape, **kw):
     divides the first index.
     """
     x = as_tensor(x, "reshape")
+    # np.reshape(t, shape) calls t.reshape(shape, order="C"): row-major is what this is
+    # (and with copy=, a view or a copy give the same values)
+    order = kw.pop("order", "C")
+    kw.pop("copy", None)
+    if order not in ("C", "A"):
+        raise sl.AlgorithmError(f"reshape: order={order!r} is not supported, only row-major "
+                                "order='C'; for column-major, transpose first: "
+                                "x.T.reshape(...).T")
     shape = _sizes_or_keyword("reshape", shape, kw, "shape")
     if shape.count(-1) > 1:
         raise sl.AlgorithmError(f"reshape{shape}: at most one dimension may be -1")
@@ -179,9 +187,14 @@ def unsqueeze(x, dim):
     return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
 
 
-def squeeze(x, dim=None):
-    """Drop size-1 dims (all, or the given one / tuple): ``x.squeeze(0)``."""
+def squeeze(x, dim=None, *, axis=None):
+    """Drop size-1 dims (all, or the given one / tuple): ``x.squeeze(0)``; numpy's
+    ``axis=`` (``np.squeeze(t, axis=0)`` calls ``t.squeeze(axis=0)``) is ``dim``."""
     x = as_tensor(x, "squeeze")
+    if axis is not None:
+        if dim is not None:
+            raise sl.AlgorithmError("squeeze: give dim= or axis=, not both")
+        dim = axis
     if dim is None:
         dims = [d for d, n in enumerate(x.shape) if n == 1]
     else:
@@ -493,6 +506,17 @@ def getitem(x, key):
                 raise sl.AlgorithmError(f"getitem: index {v} is out of range for dimension {d} "
                                         f"of size {n} (shape {x.shape})")
             plan.append(("int", v % n))
+        elif isinstance(k, (list, np.ndarray, Tensor)) or hasattr(k, "__array__"):
+            # numpy's advanced indexing: a gather, not an index map of the source
+            is_mask = str(getattr(k, "dtype", "")) in ("sl.bool", "bool", "torch.bool") or (
+                isinstance(k, list) and bool(k) and all(isinstance(v, bool) for v in k))
+            kind = "a boolean mask" if is_mask else "an index array"
+            shape_k = tuple(getattr(k, "shape", (len(k),) if isinstance(k, list) else ()))
+            raise sl.AlgorithmError(
+                f"getitem: unsupported index, {kind} ({type(k).__name__} of shape {shape_k}): "
+                "only basic indexing (ints, slices, None, ...) is supported; for a mask, "
+                "keep the shape with F.where(mask, x, 0); for a few fixed positions, "
+                "F.concat the slices x[i:i+1]")
         else:
             raise sl.AlgorithmError(f"getitem: unsupported index {k!r}; use ints, slices, None "
                                     "or ...")

@@ -173,6 +173,7 @@ class Tensor:
 
     # ------------------------------------------------------------------ construction
     user_name = None    # the name given to Tensor.input (others have none a user knows)
+    stored_as = None    # the stored Tensor this view of an op's result stands for in s[...]
 
     def _init(self, op, params, srcs, shape, dtype, index_fn, func=None, root=False):
         self.op, self.params, self.srcs = op, params, tuple(srcs)
@@ -324,6 +325,10 @@ class Tensor:
         matmul, conv2d, ...); None for one computed inline in its consumers (elementwise
         math, views), which has no schedule of its own."""
         self._build_deferred()
+        if self.func is None and self.stored_as is not None:
+            # the op's own result read through a cast / reshape of the frontend (a float32
+            # sum accumulated in float64): its stored Func is what the user means
+            return self.stored_as.__schedlang_func__()
         return self.input_node if self.input_node is not None else self.func
 
     def pipeline(self):
@@ -528,8 +533,10 @@ def default_schedule(t: Tensor, out):
     fast = {id(n.func): n.op for n in topo_order(t) if n.op in FAST_SCHEDULES
             and n.func is not None}
     done = set()               # Funcs a fast schedule has already taken care of
-    # fast schedules first: one may also place and order its producers (a conv's weights)
-    for f in stored.values():
+    # fast schedules first, consumers before producers: one may also place and order its
+    # producers (a conv's weights, a stored layernorm's sums)
+    order = list(stored.values())
+    for f in order[:1] + order[:0:-1]:
         if id(f) not in present or id(f) in done or id(f) not in fast:
             continue
         module, fn = FAST_SCHEDULES[fast[id(f)]].split(":")
@@ -558,6 +565,7 @@ FAST_SCHEDULES = {"matmul": "matmul_schedule:matmul_schedule",
                   "conv2d_pointwise": "matmul_schedule:pointwise_conv_schedule",
                   "conv2d_winograd": "winograd:winograd_schedule",
                   "softmax": "matmul_schedule:softmax_schedule",
+                  "layernorm": "matmul_schedule:layernorm_schedule",
                   "sum": "reduction_schedule:reduction_schedule",
                   "max": "reduction_schedule:reduction_schedule",
                   "min": "reduction_schedule:reduction_schedule"}
