@@ -158,6 +158,11 @@ def _check_extra_options(jobs, seeds, sizes, database, flags=(), rng_seed=0):
     if database is not None and not isinstance(database, (str, bytes, os.PathLike)):
         raise ScheduleError(f"autotune(database={database!r}): the database must be a file "
                             "path (str or os.PathLike), or None for the default")
+    if database is not None and os.path.isdir(database):
+        # sqlite cannot open a directory: the result would silently go unstored
+        raise ScheduleError(f"autotune(database={database!r}): that is a directory; the "
+                            "database is one file: pass its path, e.g. "
+                            f"database={os.path.join(os.fsdecode(database), 'tuning.sqlite3')!r}")
 
 
 class _Search:

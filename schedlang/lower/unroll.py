@@ -35,9 +35,10 @@ def unroll_loops(stmt, ctx):
             n = const_value(simplify(s.extent))
             where = describe_loop(ctx, s.var, "unroll")
             if n is None:
+                dim = ctx.loop_names.get(s.var, (None, s.var))[1]
                 raise ScheduleError(f"{where}: its extent is not a compile-time constant "
                                     f"({describe_extent(s.extent)}); unroll with a factor "
-                                    "(unroll(v, 4)) or split it first")
+                                    f"(unroll({dim}, 4)) or split it first")
             if n * outer > MAX_UNROLL:
                 within = f" inside unrolled loops that already make {outer} copies" \
                     if outer > 1 else ""

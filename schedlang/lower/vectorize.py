@@ -239,9 +239,11 @@ def vectorize_loops(stmt, ctx):
             body = ir.map_stmt(s.body, stmt_fn)
             n = const_value(simplify(s.extent))
             if n is None:
+                dim = ctx.loop_names.get(s.var, (None, s.var))[1]
                 raise ScheduleError(f"{describe_loop(ctx, s.var, 'vectorize')}: its extent is "
                                     f"not a compile-time constant ({describe_extent(s.extent)}); "
-                                    "vectorize with a width (vectorize(v, 8)) or split it first")
+                                    f"vectorize with a width (vectorize({dim}, 8)) or split it "
+                                    "first")
             serial = s.replace(kind="serial", body=body)
             if n == 1 or ctx.debug_bounds:
                 return serial

@@ -16,6 +16,7 @@ import json
 import keyword
 
 from ..algo import expr as E
+from ..algo.boundary import BoundaryView
 from ..algo.func import (ASSUMPTIONS, IDENT, Func, Input, cached_on_definition, check_fact,
                          definition_exprs, settle_func_names)
 from ..algo.printer import expr_to_python
@@ -286,6 +287,13 @@ class Schedule(Placement):
             shown = f"s[{key.func.name}]" + (f".update({key.index - 1})" if key.index else "")
             raise ScheduleError(f"{where}: {shown} is a schedule, not {kind}; pass the "
                                 f"{kind.split()[1]} {key.func.name} itself")
+        if isinstance(key, BoundaryView):
+            src, idx = key.source.name, ", ".join(f"i{n}" for n in range(len(key.shape)))
+            raise ScheduleError(
+                f"{f's[{key!r}]' if where == 's[...]' else where}: {key!r} is a boundary view "
+                f"of {src}, computed inline where it is read, so it has no schedule of its own; "
+                f"to schedule it, define a Func from it (e.g. g[{idx}] = {key!r}[{idx}]) and "
+                f"schedule that, or stage {src} with s[{src}].cache_read(consumer)")
         raise ScheduleError(f"{where} takes a Func, an Input, a frontend Tensor or a name, got "
                             f"{key!r}")
 
@@ -303,6 +311,13 @@ class Schedule(Placement):
                 f"{where}: {obj!r} is computed inline in its consumers (elementwise math and "
                 "views have no Func of their own), so it has no schedule; schedule the Func "
                 f"that reads it (this pipeline has: {', '.join(g.name for g in self.funcs)})")
+        if not any(o is out for o in self.outputs):
+            # its Funcs' generated names would mean nothing to the user: name the Tensor
+            raise ScheduleError(
+                f"{where}: {obj!r} is not part of the pipeline this schedule covers (outputs: "
+                f"{', '.join(o.name for o in self.outputs)}); index the schedule with the "
+                "Tensors that the scheduled outputs read, or build the schedule from the "
+                "outputs you compile: s = sl.Schedule(y)")
         return out
 
     def __getitem__(self, key):
@@ -379,6 +394,10 @@ class Schedule(Placement):
             # the text as read from a file in binary mode is the same JSON
             data = json.loads(text) if isinstance(text, (str, bytes, bytearray)) else text
         except ValueError as e:
+            if isinstance(text, str) and text.lstrip().startswith(("s[", "s.assume(")):
+                # the Python source str(s) prints, not the JSON
+                expected = ("this is the Python text of str(s): exec it in a namespace with "
+                            "s = sl.Schedule(...), or pass s.to_json() here")
             raise ScheduleError(f"Schedule.from_json: not JSON ({e}); {expected}") from None
         except RecursionError:
             raise ScheduleError("Schedule.from_json: the JSON nests too deeply to be a "
@@ -402,6 +421,10 @@ class Schedule(Placement):
                                 "\"schedlang_schedule\": 1 (the int)")
         for n, d in enumerate(directives):
             _directive_from_json(n, d)
+        if not outputs:
+            raise ScheduleError("Schedule.from_json(text, ...): give the output Func(s) of the "
+                                "algorithm to replay the schedule onto: "
+                                "Schedule.from_json(text, C)")
         s = cls(*outputs)
         stored = data.get("names")
         if stored is not None and not (isinstance(stored, list)
@@ -409,9 +432,12 @@ class Schedule(Placement):
             raise ScheduleError(f"Schedule.from_json: \"names\" must be a list of the "
                                 f"pipeline's Func, Input and RDom names, got {stored!r:.80}; "
                                 f"{expected}")
-        if stored is not None:
+        by_name = stored is not None and sorted(stored) == sorted(s.pipeline_names) and \
+            not any(getattr(f, "born_unnamed", False) for f in s.funcs)
+        if stored is not None and not by_name:
             # a rebuild of the same algorithm may have given its unnamed Funcs and RDoms
-            # other automatic names: replay by canonical position
+            # other automatic names: replay by canonical position. The user's own names in
+            # another order (the outputs listed otherwise) name the same Funcs: no renaming
             try:
                 data = rename_directives(data, stored, s.pipeline_names,
                                          len(rdoms_in_order(s._unscheduled)))
@@ -421,8 +447,11 @@ class Schedule(Placement):
             directives = data["directives"]
         names = [o.name for o in s.outputs]
         if data.get("outputs", names) != names:
+            outs = data.get("outputs")
+            how = f"; list them in that order: Schedule.from_json(text, {', '.join(map(str, outs))})" \
+                if isinstance(outs, list) and sorted(map(str, outs)) == sorted(names) else ""
             raise ScheduleError(f"Schedule.from_json: the schedule is for outputs "
-                                f"{data.get('outputs')}, not {names}")
+                                f"{outs}, not {names}{how}")
         for n, d in enumerate(directives):
             directive = _directive_from_json(n, d)
             try:
