@@ -159,6 +159,11 @@ def check_target(target):
         raise CompileError(f"target must be a string such as 'llvm', got {target!r}")
     base = target.split(":", 1)[0]
     if base == "llvm":
+        if target != "llvm":
+            # the CPU name too: sl.lower, bench and tune would otherwise go on with a
+            # misspelled one that only code generation refuses
+            from .targets.llvm_jit import _resolve_target
+            _resolve_target(target)
         return "llvm"
     if base in GPU_TARGETS:
         raise CompileError(f"target {target!r}: the {base} backend is not available in this "

@@ -132,7 +132,11 @@ class Kernel:
         # in the order of the call, so a size conflict names the arrays in the user's order
         order = {name: n for n, name in enumerate(kwargs)}
         for inp in sorted(self.inputs, key=lambda i: order[i.name]):
-            a = as_array(inp.name, kwargs[inp.name])
+            a = kwargs[inp.name]
+            if not inp.shape and isinstance(a, (bool, int, float)) and \
+                    not isinstance(a, np.generic):
+                a = self._number_as_array(inp, a)    # kern(s=2.0) for a 0-d input, as numpy
+            a = as_array(inp.name, a)
             values[inp.name] = self._check_array(inp, a, sizes, where, "input")
         for p in self.params:
             values[p.name] = self._check_param(p, kwargs[p.name])
@@ -264,11 +268,13 @@ class Kernel:
                 dims.append(str(ext))
         return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
-    def _check_param(self, p, v):
+    def _check_param(self, p, v, label=None):
+        """The value of Param ``p`` (``label`` names it in messages) from ``v``."""
         dt = p.dtype
+        label = label or f"Param {p.name}"
         if not isinstance(v, np.ndarray) and hasattr(v, "__dlpack__") and \
                 getattr(v, "shape", None) == ():
-            v = as_array(f"Param {p.name}", v)      # a 0-d torch tensor, like a 0-d array
+            v = as_array(label, v)      # a 0-d torch tensor, like a 0-d array
             if isinstance(v, BFloat16Bits):
                 # numpy has no bfloat16: the value is the high half of a float32's bits
                 v = (v.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
@@ -280,22 +286,22 @@ class Kernel:
             with np.errstate(over="ignore"):
                 f = float(v)
             if math.isinf(f) and np.isfinite(v):
-                raise ArgumentError(f"Param {p.name}: {v!r} is beyond the range of {dt.name}; "
+                raise ArgumentError(f"{label}: {v!r} is beyond the range of {dt.name}; "
                                     "pass a smaller value")
             v = f
         if dt.is_bool:
             if not isinstance(v, (bool, int)) or v not in (0, 1):
-                raise ArgumentError(f"Param {p.name}: expected a bool (True / False, or 1 / 0), "
+                raise ArgumentError(f"{label}: expected a bool (True / False, or 1 / 0), "
                                     f"got {v!r}")
             return bool(v)
         if dt.is_int:
             if isinstance(v, bool) or not isinstance(v, int):
-                raise ArgumentError(f"Param {p.name}: expected an integer ({dt.name}), got {v!r}")
+                raise ArgumentError(f"{label}: expected an integer ({dt.name}), got {v!r}")
             if not dt.min_value() <= v <= dt.max_value():
-                raise ArgumentError(f"Param {p.name}: {v} does not fit {dt.name}")
+                raise ArgumentError(f"{label}: {v} does not fit {dt.name}")
             return v
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ArgumentError(f"Param {p.name}: expected a number ({dt.name}), got {v!r}")
+            raise ArgumentError(f"{label}: expected a number ({dt.name}), got {v!r}")
         try:
             with np.errstate(over="ignore"):
                 rounded = T.round_to_float(v, dt)
@@ -303,9 +309,19 @@ class Kernel:
             rounded = float("inf")
         if rounded in (float("inf"), -float("inf")) and v not in (float("inf"), -float("inf")):
             shown = repr(v) if len(repr(v)) < 30 else f"an int of {len(str(abs(v)))} digits"
-            raise ArgumentError(f"Param {p.name}: {shown} is beyond the range of {dt.name} (it "
+            raise ArgumentError(f"{label}: {shown} is beyond the range of {dt.name} (it "
                                 "would be infinite); pass a smaller value, or inf itself")
         return rounded
+
+    def _number_as_array(self, inp, v):
+        """A Python number given for the 0-d Input ``inp`` as a 0-d array of its dtype: like a
+        weak literal, it takes the input's type if its value fits (a float for an integer
+        input, or one out of range, is an ArgumentError naming the input)."""
+        v = self._check_param(inp, v, label=f"input {inp.name}")
+        if inp.dtype.name == "bfloat16":
+            bits = np.asarray(v, np.float32).view(np.uint32) >> 16      # exact: v is rounded
+            return bits.astype(np.uint16)
+        return np.asarray(v, inp.dtype.numpy)
 
     def _check_out_count(self, out):
         names = ", ".join(o.name for o in self.outputs)

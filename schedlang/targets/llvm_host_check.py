@@ -18,6 +18,24 @@ _OPERAND = r"\s*(?:[^,(\s]|\([^)]*\))+\s*"
 # three-operand form only with an immediate first)
 _INT_OP = r"((add|sub|and|or|xor|adc|sbb|shl|shr|sar|rol|ror|rcl|rcr|cmov[a-z]+)[bwlq]?\s|imul[wlq]?\s(?!\s*\$))"
 
+# AVX-512 mnemonics with no VEX encoding (LLVM turns every other EVEX instruction into its
+# VEX form unless it needs a mask, a broadcast, xmm16-31 or zmm, which the patterns below
+# see in the operands)
+_EVEX_SCALAR = (r"\bv(cvtusi2s[sd]|cvtt?s[sd]2usi|rndscales[sd]|scalefs[sd]|getexps[sd]|"
+                r"getmants[sd]|fixupimms[sd]|rcp14s[sd]|rsqrt14s[sd]|rcp28s[sd]|rsqrt28s[sd])"
+                r"[lq]?\b")
+_EVEX_VECTOR = (r"\bvpternlog[dq]\b|\bvp(min|max)[su]q\b|\bvpabsq\b|\bvpsrav?q\b|"
+                r"\bvpro[lr]v?[dq]\b|\bvpmov(s|us)?(qd|qw|qb|dw|db|wb)\b|"
+                r"\bvpmov(m2[bwdq]|[bwdq]2m)\b|\bvptestn?m[bwdq]\b|\bvperm[it]2(w|d|q|ps|pd)\b|"
+                r"\bvpermw\b|\bvalign[dq]\b|\bvp?(compress|expand)(ps|pd|d|q)\b|"
+                r"\bvcvtt?\w*2u(dq|qq|si)\w*\b|\bvcvtu(dq|qq|si)2\w+\b|\bvrndscalep[sd]\b|"
+                r"\bvscalefp[sd]\b|\bvgetexpp[sd]\b|\bvgetmantp[sd]\b|\bvfixupimmp[sd]\b|"
+                r"\bv(rcp|rsqrt)(14|28)p[sd]\b|\bvexp2p[sd]\b|\bv(p)?blendm[bwdq]?(ps|pd)?\b|"
+                r"\bvshuf[fi](32x4|64x2)\b|\bv(extract|insert|broadcast)[fi](32x4|64x4|32x2)\b|"
+                r"\bvmovdq[au](8|16|32|64)\b|\bvpcmpu?[bwdq]\b|\bvpbroadcastm\w+\b|"
+                r"\bvpbroadcast[bwdq]\s+%(?![xyz]mm)|\bvps(ll|rl|ra)vw\b|\bvdbpsadbw\b|"
+                r"\bvp?scatter\w+\b|\bv(gather|scatter)pf\w+\b")
+
 _FAMILIES = [
     # APX (Intel Advanced Performance Extensions): the extended registers r16-r31, the
     # no-flags prefix, three-operand integer forms ("new data destination"), push2/pop2
@@ -35,7 +53,9 @@ _FAMILIES = [
     (r"\{vex\}\s*vpdp(bus|ws)ds?\b", "avxvnni"),
     (r"\bvpdp(bus|ws)ds?\b", "avx512vnni"),
     (r"\bv(cvtph2ps|cvtps2ph)\b", "f16c"),
-    (r"\bv[a-z0-9]+(ph|sh)\b", "avx512fp16"),
+    # FP16 arithmetic (vaddph), conversions (vcvtps2phx, vcvtph2psx, vcvtsh2ss), vmovw
+    (r"\bv[a-z0-9]+(ph|sh)\b|\bvcvt\w*(ph|sh)2\w+\b|\bvcvt\w+2(ph|sh)\w*\b|\bvmovw\b",
+     "avx512fp16"),
     (r"\bvpmadd52[lh]uq\b", "avx512ifma"),
     (r"\bvperm[it]2b\b|\bvpermb\b|\bvpmultishiftqb\b", "avx512vbmi"),
     (r"\bvp(compress|expand)[bw]\b|\bvpsh[lr]dv?[wdq]\b", "avx512vbmi2"),
@@ -52,9 +72,22 @@ _FAMILIES = [
     # EVEX on 128/256-bit registers (a mask, an embedded broadcast, xmm16-31); a line
     # with a zmm register is left to avx512f
     (r"^(?!.*%zmm).*(%[xy]mm(1[6-9]|2\d|3[01])\b|\{%k\d\}|\{1to\d+\})", "avx512vl"),
-    (r"%zmm\d|%k[1-7]\b", "avx512f"),
+    # AVX-512 instructions without a VEX form, on scalars (AVX512F) and on 128/256-bit
+    # registers (AVX512VL): LLVM uses them on xmm0-15 / ymm0-15 without masks (vpminsq
+    # %ymm1, %ymm2, %ymm3 for an int64 min), where the register names alone look like AVX2
+    # (and 512-bit narrowing conversions from memory, whose only register is a ymm one:
+    # vcvtpd2ps (%rax), %ymm0 converts 8 doubles; AVX's 256-bit form writes an xmm)
+    (rf"{_EVEX_SCALAR}|\{{r[nduz]-sae\}}|\{{sae\}}|\{{evex\}}|"
+     r"\bvcvtt?pd2u?(ps|dq)[xyz]?\s.*,\s*%ymm\d+$", "avx512f"),
+    (rf"^(?!.*%zmm).*({_EVEX_VECTOR})", "avx512vl"),
+    (r"%zmm\d|%k[0-7]\b", "avx512f"),
     (r"\bv(p)?gather\w+\b|\bvperm(ps|d|q|pd)\b|\bvpbroadcast\w+\b|\bvinserti128\b|"
      r"\bvextracti128\b|\bvperm2i128\b|^\s*vp\w+\s.*%ymm", "avx2"),
+    # AMD Bulldozer's FMA4 (four operands, no 132/213/231 in the name) and XOP
+    (r"\bvfn?m(add|sub)(sub|add)?(ps|pd|ss|sd)\b", "fma4"),
+    (r"\bvp(cmov|perm|rot[bwdq]|sh[la][bwdq]|macs\w+|madcs\w+|haddu?(bw|bd|bq|wd|wq|dq)|"
+     r"hsub(bw|wd|dq)|com(lt|le|gt|ge|eq|neq|false|true)?u?[bwdq])\b|\bvfrcz\w+\b|"
+     r"\bvpermil2p[sd]\b", "xop"),
     (r"\bvfn?m(add|sub)\w+\b", "fma"),
     (r"%ymm\d", "avx"),
     (r"\b(shlx|shrx|sarx|rorx|bzhi|pdep|pext|mulx)[lq]?\b", "bmi2"),
