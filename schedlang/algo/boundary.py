@@ -30,11 +30,27 @@ class BoundaryView:
                 # checked as a literal next to the source (an int that does not fit is an
                 # error), then kept weak: the read and the value meet as in sl.select, so a
                 # float literal around an int32 image gives float32, as A[x] + 0.5 does
-                E._literal_as(v, source.dtype, "constant_exterior", source.name)
+                try:
+                    E._literal_as(v, source.dtype, "constant_exterior", source.name)
+                except AlgorithmError:
+                    if source.dtype.is_float:   # its advice (a float literal for inf) holds
+                        raise
+                    # an Input cannot be cast: say how to pad with a wider value
+                    raise AlgorithmError(
+                        f"sl.constant_exterior({source.name}, {v.value}): the value {v.value} "
+                        f"does not fit {source.name}'s type {source.dtype}; pass a value that "
+                        f"fits, or pad a Func that widens {source.name} (g[...] = "
+                        f"sl.cast(<wider type>, {source.name}[...]) with a shape=)") from None
                 self.value = v
             else:
                 self.value = E.cast(source.dtype, v) if T.can_represent(
                     source.dtype, v.dtype) else _lossy(source, v)
+
+    def __repr__(self):
+        # as the user wrote it (errors show it): sl.clamp_edge(A), sl.constant_exterior(A, 0)
+        value = "" if self.mode != "constant" else f", {self.value}"
+        src = repr(self.source) if isinstance(self.source, BoundaryView) else self.name
+        return f"sl.{_API[self.mode]}({src}{value})"
 
     @property
     def dtype(self):

@@ -455,8 +455,16 @@ class Func(Callable):
             value = E._literal_as(value, dt, "assignment", f"Func {name}")
         if value.dtype.element() != dt:
             if not T.can_represent(dt, value.dtype):
+                hint = ""
+                init = self.definitions[0].value
+                if value.dtype.is_float and not dt.is_float and isinstance(init, E.Const):
+                    # the usual slip: f[i] = 0, then f[i] += A[i, r] with float A
+                    hint = (f"; or, if {name} should hold floats, give its first definition a "
+                            f"float value: {name}[...] = {float(init.value)!r} (not "
+                            f"{init.value!r})")
                 raise AlgorithmError(f"{stage}: storing a {value.dtype} value into {name}, a {dt} "
-                                     f"Func, would lose precision; wrap it in sl.cast({dt}, ...)")
+                                     f"Func, would lose precision; wrap it in sl.cast({dt}, ...)"
+                                     + hint)
             value = E.cast(dt, value)
         pure_vars, rvars, rdoms = [], [], []
         for pos, a in enumerate(args):

@@ -141,6 +141,17 @@ class RDom(E.ExprOps):
             raise AlgorithmError(f"RDom {self.name}: at most 4 dimensions (x, y, z, w)")
         for lo, ext in self.bounds:
             _check_bound_has_no_loop_variable(self.name, lo, ext)
+            # RDom variables are int32 (SPEC §1): a constant range past it would wrap (the
+            # kernel checks a range set by sizes or Params when it is called)
+            if isinstance(lo, E.Const) and (not -2 ** 31 <= lo.value <= T.MAX_EXTENT or (
+                    isinstance(ext, E.Const) and ext.value > 0
+                    and lo.value + ext.value - 1 > T.MAX_EXTENT)):
+                bad = lo.value if not -2 ** 31 <= lo.value <= T.MAX_EXTENT else \
+                    lo.value + ext.value - 1
+                raise AlgorithmError(
+                    f"RDom {self.name}: its range (lo={lo.value}, extent={ext}) reaches {bad}, "
+                    f"outside int32 (-2**31 .. 2**31 - 1), the type of RDom variables; give "
+                    "it a range inside int32")
         if _vars is None:
             _vars = [E.RVar(n, self, d)
                      for d, n in enumerate(_rvar_names(self.name, len(self.bounds)))]
@@ -274,6 +285,10 @@ def _reduction(op, e, over):
         return E.Reduce(op, body, rd, T.int32)
     if body.dtype.is_bool:
         body = E.cast(T.int32, body) if op in ("sum", "product") else body
+    if op in ("sum", "product") and body.dtype.is_float and body.dtype.bits == 16:
+        # float16 / bfloat16: accumulate in float32 and round once, as numpy's and torch's
+        # sum and prod do (a float16 sum of 4096 ones stalls at 2048, a bfloat16 one at 256)
+        return E.cast(body.dtype, E.Reduce(op, E.cast(T.float32, body), rd, T.float32))
     return E.Reduce(op, body, rd, body.dtype)
 
 

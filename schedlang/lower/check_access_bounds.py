@@ -123,10 +123,20 @@ def check_access_bounds(stmt, ctx):
             for x in (lo, hi, n):
                 E.walk_expr(x, lambda v: sizes.setdefault(v.name, v)
                             if isinstance(v, E.SizeVar) else None)
-            nonempty = [E.binary("ge", v, 1) for v in sizes.values()]
-            if nonempty and (prove(cond, list(ctx.facts) + nonempty) or prove(
-                    exact, list(walker.facts) + list(ctx.facts) + nonempty, timeout_ms=2000)):
-                for v in sizes.values():
+            def proven_when_nonempty(vs):
+                nonempty = [E.binary("ge", v, 1) for v in vs]
+                return bool(nonempty) and (prove(cond, list(ctx.facts) + nonempty) or prove(
+                    exact, list(walker.facts) + list(ctx.facts) + nonempty, timeout_ms=2000))
+            if proven_when_nonempty(sizes.values()):
+                # check only the sizes this read needs: a clamped read of B inside
+                # i - N (a concatenation) needs M >= 1, not N >= 1, and an empty A must be
+                # named as A's problem, not as B's
+                needed = list(sizes.values())
+                for v in list(needed):
+                    rest = [u for u in needed if u is not v]
+                    if rest and proven_when_nonempty(rest):
+                        needed = rest
+                for v in needed:
                     ctx.call_checks.append((E.binary("ge", v, 1),
                                             f"{_site_name(site)} reads {f.name} at an index "
                                             f"that is in bounds only when {v.name} >= 1 (the "
@@ -145,6 +155,13 @@ def check_access_bounds(stmt, ctx):
                       "output, or state the sizes with sl.assume") if kind == "call" else (
                 "restrict the RDom (r.where(...)) or shrink its extent, clamp the index "
                 "(sl.clamp), or state the sizes with sl.assume")
+            const = simplify(ir.as_int64(a))
+            if isinstance(const, E.Const) and const.value < 0:
+                # A[-1] is numpy's last element, but here an index is a position
+                fixed = [user_text(x) for x in args]
+                fixed[d] = pretty(simplify(n + const.value))
+                advice += (f"; a negative index does not count from the end as in numpy: "
+                           f"write {f.name}[{', '.join(fixed)}] for that")
             raise _read_error(site,
                 f"{_site_name(site, ctx)} {what} {f.name}[{idx}]: dimension {d} ranges over "
                 f"[{pretty(user_names(lo))}, {pretty(user_names(hi))}], which may fall "
