@@ -68,6 +68,24 @@ def _straight_nest(body):
     return ok[0]
 
 
+def _stored_buffers(s):
+    """The buffers statement ``s`` stores to."""
+    found = set()
+
+    def visit(n):
+        if isinstance(n, ir.Store):
+            found.add(n.buffer)
+        if isinstance(n, ir.Block):
+            for c in n.stmts:
+                visit(c)
+        for f in n.children:
+            c = getattr(n, f)
+            if c is not None:
+                visit(c)
+    visit(s)
+    return found
+
+
 class _Promoter:
     def __init__(self):
         self.count = 0
@@ -112,7 +130,7 @@ class _Promoter:
                 return
             for e in ir.stmt_exprs(s):
                 E.walk_expr(e, lambda n: note(n.buffer, full(n.index, env), n.dtype, False)
-                            if isinstance(n, ir.Load) else None)
+                            if isinstance(n, ir.Load) and n.buffer in stored else None)
             if isinstance(s, ir.Store):
                 note(s.buffer, full(s.index, env), s.value.dtype, True)
             if isinstance(s, ir.LetStmt):
@@ -120,6 +138,11 @@ class _Promoter:
                 return
             for f in s.children:
                 collect(getattr(s, f), env)
+        # only a buffer the loop stores to can be promoted: the reads of the others (the
+        # inputs, most of the loads) need not be resolved
+        stored = _stored_buffers(loop.body) - self.temps
+        if not stored:
+            return None
         collect(loop.body, {})
         chosen = {}
         for buf, slots in accesses.items():
