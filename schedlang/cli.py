@@ -68,6 +68,25 @@ def _note_missing_halide(compare):
               "or pip install 'schedlang[halide]')", file=sys.stderr)
 
 
+def _torch_installed():
+    """True when the ``torch`` package can be imported (found without importing it here:
+    the rows are measured in child processes)."""
+    import importlib.util
+    if "torch" in sys.modules:
+        return sys.modules["torch"] is not None
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _note_missing_torch(compare):
+    """One line on stderr when ``--compare`` names torch explicitly and it is missing."""
+    if "torch" in compare and compare != DEFAULT_COMPARE and not _torch_installed():
+        print("no torch rows: the torch package is not installed (pip install torch)",
+              file=sys.stderr)
+
+
 def _halide_row(w, values, threads):
     """The Halide version of ``w`` (``bench/halide_workloads.py``) as a function to time,
     checked against numpy first; None when the ``halide`` package is missing."""
@@ -364,6 +383,9 @@ def _check_writable(flag, path):
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise SystemExit(f"{flag} {path}: is a directory; give a file name")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise SystemExit(f"{flag} {path}: {folder} is a file, not a folder; give a path in "
+                         "a folder")
     if not os.path.isdir(folder):
         raise SystemExit(f"{flag} {path}: the folder {folder} does not exist; create it first")
     if not os.access(path if os.path.exists(path) else folder, os.W_OK):
@@ -428,6 +450,9 @@ def cmd_bench(args):
     from schedlang.compiler import check_target
     check_target(args.target)
     row_budget_s()      # a bad SCHEDLANG_BENCH_BUDGET_S is refused before anything runs
+    if args.beam:
+        from schedlang.autotune.integration import budget_from_env
+        budget_from_env()   # and a bad SCHEDLANG_BEAM_BUDGET_S before "tuning ..." is said
     if args.csv and args.plot and os.path.realpath(args.csv) == os.path.realpath(args.plot):
         # the plot would be written over the CSV after it: the rows would be lost
         raise SystemExit(f"--csv {args.csv} and --plot {args.plot} name the same file; give "
@@ -457,6 +482,8 @@ def cmd_bench(args):
         # tune here, once per thread count (the tuning database keys schedules by it),
         # before the measuring children start; each child is handed its schedule
         for n in names:
+            if n == "gemm" and "float32" not in args.dtype:
+                continue    # the beam row is an fp32 one: no gemm row would use it
             for size in args.size or list(WORKLOADS[n].default_sizes):
                 w = make_workload(n, size, args.stride, args.kernel)
                 outs, hand = w.algorithm()
@@ -464,6 +491,7 @@ def cmd_bench(args):
                     beam_json[n, size, t] = _beam_schedule(
                         w, outs, hand, args.target, args.beam, t).to_json()
     _note_missing_halide(args.compare)
+    _note_missing_torch(args.compare)
     winograd = args.stride == 1 and args.kernel == 3
     rows = []
     for n in names:

@@ -468,6 +468,7 @@ class Bench:
         kern = sl_compile(self.outputs, default, target)
         if threads:
             kern.num_threads = threads
+        _check_runnable(kern)
         t0 = time.perf_counter()
         self.reference = _copy(kern(**self.inputs))
         first = time.perf_counter() - t0
@@ -493,6 +494,7 @@ class Bench:
         """``(status, seconds)``: status "wrong" (with seconds None) when the output differs
         from the reference, else "ok" and the median run time. A candidate whose checked run
         is SLOW_FACTOR times slower than ``best_s`` is timed by that one run."""
+        _check_runnable(kern)
         t0 = time.perf_counter()
         got = kern(**self.inputs)
         first = time.perf_counter() - t0
@@ -531,6 +533,13 @@ class Bench:
             flush_caches()
             times.append(kern.time_arguments(self.inputs, warmup=0, repeats=1).median)
         return float(np.median(times))
+
+
+def _check_runnable(kern):
+    """Do before a timed first run what a kernel for a named CPU (``llvm:<cpu>``) does once
+    on its first call: check its machine code against this machine's CPU (tens of ms, which
+    timed with that run made the default schedule or a candidate look that slow)."""
+    getattr(getattr(kern, "module", None), "cannot_run", None)
 
 
 def flush_caches():
