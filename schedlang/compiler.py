@@ -178,7 +178,14 @@ def _check_cpu_directives(schedule):
             for d in st.dims:
                 if d.kind in ("gpu_block", "gpu_thread"):
                     which = "gpu_blocks" if d.kind == "gpu_block" else "gpu_threads"
-                    raise CompileError(f"{which}({d.name}) on {st.name} needs a GPU target "
+                    which = f"{which}({d.name})"
+                    for t in schedule.trace:    # bound by gpu_tile: name the call made
+                        n = len(t.args) // 2
+                        if t.op == "gpu_tile" and t.func == f.name and t.stage == st.index \
+                                and d.name in [f"{v}.{p}" for v in t.args[:n] for p in "oi"]:
+                            args = ", ".join(list(t.args[:n]) + [repr(x) for x in t.args[n:]])
+                            which = f"gpu_tile({args}) (which binds {d.name})"
+                    raise CompileError(f"{which} on {st.name} needs a GPU target "
                                        "(cuda, hip or metal); the llvm target runs on the CPU. "
                                        "Use parallel(...) for CPU threads")
 

@@ -64,8 +64,9 @@ def _demand(ctx, f, demand_stmt):
         if check is not None:
             code = 100 + len(ctx.assert_messages)
             ctx.assert_messages[code] = (
-                f"{st0.bound_text(name)}: these sizes need {f.name} over a "
-                f"larger region along {name}; widen the bound or remove it")
+                f"{st0.bound_text(name)}: these sizes need {f.name} along {name} "
+                f"outside the bound's region [{blo}, {blo + bext}); widen the bound or "
+                "remove it")
             check = (check, code)
         region.append((lo, ext, check))
         ctx.region_values[(id(f), d)] = (lo, ext)

@@ -13,6 +13,7 @@ Example: ``stmt = tensorize(stmt, ctx)``.
 from __future__ import annotations
 
 from ..algo import expr as E
+from ..algo.printer import user_text
 from ..errors import ScheduleError
 from ..intrinsics import lookup
 from . import ir
@@ -30,7 +31,7 @@ def tensorize(stmt, ctx):
                 wanted[f"{f.name}.s{st.index}.{v}"] = (st, v, lookup(iname))
     if not wanted:
         return stmt
-    done, with_init = set(), set()
+    done, with_init, with_storage = set(), set(), {}
 
     def visit(s):
         if isinstance(s, ir.For) and s.var in wanted and _has_inner_loop(s):
@@ -39,9 +40,16 @@ def tensorize(stmt, ctx):
             return _Match(ctx, st, v, intr, s).tensor_op()
         if isinstance(s, ir.For) and s.var in wanted and _holds_init_and_loop(s):
             with_init.add(s.var)
+        if isinstance(s, ir.For) and s.var in wanted:
+            stored = _allocated(s.body)
+            if stored:
+                with_storage[s.var] = stored
         return None
     out = ir.map_stmt(stmt, visit)
     for var, (st, v, intr) in wanted.items():
+        if var in with_storage and var not in done:
+            raise ScheduleError(f"tensorize({v}, {intr.name}) on {st.name}: "
+                                + _storage_inside(v, intr, with_storage[var]))
         if var in with_init and var not in done:
             f = st.name.split(".update(")[0]
             raise ScheduleError(
@@ -65,6 +73,22 @@ def _has_inner_loop(s):
     while isinstance(body, ir.LetStmt):
         body = body.body
     return isinstance(body, ir.For)
+
+
+def _allocated(s):
+    """The buffers (Funcs) allocated anywhere in ``s``, in order."""
+    found = []
+    ir.walk_stmt(s, lambda x: found.append(x.buffer) if isinstance(x, ir.Allocate) and
+                 x.buffer not in found else None)
+    return found
+
+
+def _storage_inside(v, intr, buffers):
+    """Why a tensorized nest that holds the storage of other Funcs cannot be replaced."""
+    names = ", ".join(buffers)
+    return (f"the loop nest under {v} also stores and computes {names} (placed inside it by "
+            f"compute_at / store_at), but {intr.name} replaces {v} and its reduction loop "
+            f"alone; compute_at {names} at a loop outside {v}, or compute_root")
 
 
 def _holds_init_and_loop(s):
@@ -167,6 +191,14 @@ class _Match:
             rest = [x for x in s.stmts if not isinstance(x, ir.FlatPrefetch)]
             if prefetches and len(rest) == 1:
                 s = rest[0]
+        pred = self.st.definition.predicate
+        if isinstance(s, ir.IfThenElse) and pred is not None:
+            self.fail(f"the loop nest under {self.v} holds the condition of the RDom's where() "
+                      f"predicate ({user_text(pred)}), not a single update; {self.intr.name} "
+                      "computes every reduction step, so tensorize a stage whose RDom has no "
+                      "where(), or leave this one untensorized")
+        if isinstance(s, ir.Allocate):
+            self.fail(_storage_inside(self.v, self.intr, _allocated(s)))
         if not isinstance(s, ir.Store):
             what = "a bounds guard (an extent that does not divide evenly; split so the " \
                    "tensorized loops are whole)" if isinstance(s, ir.IfThenElse) else \

@@ -258,6 +258,62 @@ class Placement:
                                     f"{self._level_text(fs.store)} and computed at "
                                     f"{self._level_text(compute)}, and after this directive "
                                     f"{why}")
+        why = self._gpu_nesting_problem({(id(st.func), st.index): list(loops)})
+        if why:
+            raise ScheduleError(f"{directive} on {st.name}: {why}")
+
+    def _gpu_nesting_problem(self, override=None):
+        """Why some Func's loops cannot run where it is computed, or '': a gpu_blocks loop
+        inside another GPU loop (a kernel inside a kernel), a gpu_threads loop inside a
+        gpu_threads loop, or a parallel loop (CPU threads) inside GPU code. ``override``
+        maps (id(Func), stage index) to a stage's loops as a directive would leave them
+        ((name, kind) pairs, outermost first)."""
+        override = override or {}
+
+        def loops_of(st):
+            return override.get((id(st.func), st.index)) or [(d.name, d.kind) for d in st.dims]
+        gpu = {"gpu_block": "gpu_blocks", "gpu_thread": "gpu_threads"}
+        for f in self.funcs:
+            level = self.fsched[id(f)].compute
+            own = {}
+            for st in self.stages[id(f)]:
+                for name, kind in loops_of(st):
+                    own.setdefault(kind, name if st.index == 0 else f"{st.name}.{name}")
+            if level[0] != "at" or not {"gpu_block", "gpu_thread", "parallel"} & set(own):
+                continue
+            computed = self._level_text(level)
+            around = []         # the GPU loops around f, innermost first
+            while level[0] == "at":
+                _, g, index, loop = level
+                st = self.stages[id(g)][index]
+                loops = loops_of(st)
+                names = [n for n, _ in loops]
+                if loop not in names:
+                    break
+                around += [(kind, f"the {gpu[kind]} loop {st.name}.{name}") for name, kind in
+                           reversed(loops[:names.index(loop) + 1]) if kind in gpu]
+                level = self.fsched[id(g)].compute
+            if not around:
+                continue
+            kind, inner = around[0]
+            threads = next((text for k, text in around if k == "gpu_thread"), None)
+            where = f"({f.name} is computed at {computed})"
+            if "gpu_block" in own:
+                fix = (f"bind {f.name}'s loops with gpu_threads there" if kind == "gpu_block"
+                       else f"leave {f.name}'s loops serial there")
+                return (f"{f.name}'s gpu_blocks loop {own['gpu_block']} would run inside {inner} "
+                        f"{where}, a kernel inside a kernel; {fix}, or compute {f.name} outside "
+                        "the GPU loops")
+            if "gpu_thread" in own and threads is not None:
+                return (f"{f.name}'s gpu_threads loop {own['gpu_thread']} would run inside "
+                        f"{threads} {where}, where each GPU thread runs {f.name}'s loops "
+                        f"itself; leave them serial, or compute {f.name} at a loop outside the "
+                        "thread loops")
+            if "parallel" in own:
+                return (f"{f.name}'s parallel loop {own['parallel']} would run inside {inner} "
+                        f"{where}, in GPU code, which has no CPU threads; leave it serial (or "
+                        f"bind it with gpu_threads), or compute {f.name} outside the GPU loops")
+        return ""
 
     def legal_locations(self, f):
         """``root`` and every loop ``consumer.loop`` that encloses every read of ``f``, as

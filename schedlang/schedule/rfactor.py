@@ -38,6 +38,12 @@ def rfactor(schedule, st: StageSchedule, rv, name):
     rv_name = var_name(rv, directive, st.name)
     f = st.func
     d = st.definition
+    if st.tensorized is not None:
+        lane, intr = st.tensorized
+        raise ScheduleError(f"rfactor({rv_name}) on {st.name}: {st.name} is tensorized "
+                            f"(tensorize({lane}, {intr})), and {intr} replaces its reduction "
+                            "loop, which rfactor would move into a new Func; rfactor before "
+                            "tensorize, or build the schedule without one of them")
     if d.index == 0:
         reds = d.reductions
         if len(reds) != 1:

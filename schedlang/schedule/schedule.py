@@ -19,7 +19,7 @@ from ..algo import expr as E
 from ..algo.boundary import BoundaryView
 from ..algo.func import (ASSUMPTIONS, IDENT, Func, Input, cached_on_definition, check_fact,
                          definition_exprs, settle_func_names)
-from ..algo.printer import expr_to_python
+from ..algo.printer import expr_to_python, user_text
 from ..deep_recursion import deep_recursion
 from ..errors import SchedlangError, ScheduleError
 from .fact_text import parse_fact
@@ -506,6 +506,17 @@ class Schedule(Placement):
         if text is not None:
             cond = _parse_fact(text, self)
         cond = check_fact(cond, "assume", ScheduleError)
+        alien = self._foreign_variable(cond)
+        if alien is not None:
+            source = getattr(alien, "source", None)
+            what = (f"the size {alien.name} (of {source.name})" if source is not None else
+                    f"the size {alien.name}") if isinstance(alien, E.SizeVar) else \
+                f"the Param {alien.name}"
+            outs = ", ".join(o.name for o in self.outputs)
+            raise ScheduleError(f"assume({user_text(cond)}): {what} is not used by the pipeline "
+                                f"of {outs}, so no call of its kernel passes a value to check "
+                                "the fact against; state facts about the sizes of its Inputs "
+                                "and the Params it uses")
         key = E.structural_key(cond)
         if any(E.structural_key(c) == key for c in self.assumptions):
             return self
@@ -521,6 +532,38 @@ class Schedule(Placement):
         algorithm's ``N`` does not apply)."""
         if not ASSUMPTIONS:     # the common case: no walk of the pipeline
             return []
+        held = {E.structural_key(c) for c in self.assumptions}
+        out = []
+        known = self._pipeline_variables()
+        for fact in ASSUMPTIONS:
+            if self._foreign_variable(fact, known) is None and \
+                    E.structural_key(fact) not in held:
+                held.add(E.structural_key(fact))
+                out.append(fact)
+        return out
+
+    def _foreign_variable(self, fact, known=None):
+        """The first size or Param of ``fact`` that is not one of this pipeline's (a size
+        of an Input it does not read, by identity, or a Param it does not use), or None.
+        ``known``: ``_pipeline_variables()``, when the caller asks about several facts."""
+        inputs, params, size_names = known or self._pipeline_variables()
+        foreign = []
+
+        def check(n):
+            if isinstance(n, E.Param):
+                ok = id(n) in params
+            elif isinstance(n, E.SizeVar):
+                ok = (id(n.source) in inputs) if n.source is not None else (
+                    n.name in size_names)
+            else:
+                return
+            if not ok:
+                foreign.append(n)
+        E.walk_expr(fact, check)
+        return foreign[0] if foreign else None
+
+    def _pipeline_variables(self):
+        """(ids of the Inputs, ids of the Params, names of the sizes) of this pipeline."""
         inputs = {id(i) for i in self.inputs}
         params, size_names = set(), set()
 
@@ -535,24 +578,7 @@ class Schedule(Placement):
             for d in self.definitions(g) if isinstance(g, Func) else []:
                 for e in definition_exprs(d):
                     E.walk_expr(e, note)
-        held = {E.structural_key(c) for c in self.assumptions}
-        out = []
-        for fact in ASSUMPTIONS:
-            ok, used = [True], [False]
-
-            def check(n):
-                if isinstance(n, E.Param):
-                    used[0] = True
-                    ok[0] &= id(n) in params
-                elif isinstance(n, E.SizeVar):
-                    used[0] = True
-                    ok[0] &= (id(n.source) in inputs) if n.source is not None else (
-                        n.name in size_names)
-            E.walk_expr(fact, check)
-            if ok[0] and used[0] and E.structural_key(fact) not in held:
-                held.add(E.structural_key(fact))
-                out.append(fact)
-        return out
+        return inputs, params, size_names
 
     def _record_algorithm_facts(self):
         """Record the ``sl.assume`` facts about this pipeline as ``assume`` directives, so

@@ -14,12 +14,28 @@ from ..algo import types as T
 from ..algo.evaluate import Unbound, evaluate
 from ..errors import ScheduleError
 
-from .stage_loops import (MAX_UNROLL, TAILS, Dim, Split, _int_like, _names_ok,
-                          _positive_int, _renamed, loop_directives, var_name)
+from .stage_loops import (MAX_UNROLL, MAX_VECTOR_LANES, TAILS, Dim, Split, _int_like,
+                          _names_ok, _positive_int, _renamed, loop_directives, var_name)
 
 
 # why a Func computed at the root cannot be stored in a loop
 _ROOT_STORE = "it is computed at the root, outside every loop, so no loop can hold its storage"
+
+
+def _constant_size(x, where, what):
+    """``x`` (a bound's lo or extent) as an int when it is one, or a size expression of
+    constant value (``A.shape[0]`` of an Input of fixed shape); else ``x`` unchanged for
+    the caller's own check, or a ScheduleError for a size known only at run time."""
+    x = _int_like(x)
+    if isinstance(x, E.Expr):
+        try:
+            value = evaluate(x, {})
+        except Unbound:
+            raise ScheduleError(f"{where}: {what} must be an int, got {x}, a size known only "
+                                "at run time; bound states a constant region (leave it "
+                                "unbounded to follow the sizes)") from None
+        return value if x.dtype.is_int else x
+    return x
 
 
 class StageSchedule:
@@ -168,6 +184,7 @@ class StageSchedule:
         if d.kind != "serial":
             raise ScheduleError(f"{directive} on {self.name}: {d.name} is already marked "
                                 f"{d.kind}; split it before marking it")
+        self._check_not_tensorized(d, directive, "split it before tensorizing")
         if tail in ("shift", "pad"):
             if self.index > 0 or d.is_rvar:
                 why = (f"{self.name} is an update stage" if self.index > 0
@@ -229,6 +246,8 @@ class StageSchedule:
             raise ScheduleError(f"{directive} on {self.name}: {marked.name} is already marked "
                                 f"{marked.kind}; fuse the loops before marking them, then mark "
                                 "the fused loop")
+        for x in (a, b):
+            self._check_not_tensorized(x, directive, "fuse the loops before tensorizing")
         name = self._fresh(name or f"{a.name}.{b.name}.f", directive, "name=...")
         pos = self._pos(a)
         new = list(self.dims)
@@ -372,6 +391,15 @@ class StageSchedule:
             return self
         self._markable(d.name, "vectorized", "vectorize")
         self._require_constant_extent(d.name, "vectorize", f"a width (vectorize({d.name}, 8))")
+        ext = self._known_extent(d.name)
+        dim = self._pure_dimension(d.name)
+        if ext is None and dim is not None:
+            ext = self._pure_stage().bounds.get(self._dimension_name(dim), (0, None))[1]
+        if isinstance(ext, int) and ext > MAX_VECTOR_LANES:
+            raise ScheduleError(f"vectorize({d.name}) on {self.name}: its extent is {ext}, too "
+                                f"many lanes for one vector (at most {MAX_VECTOR_LANES}); "
+                                f"vectorize with a width (vectorize({d.name}, 16)), which "
+                                "splits it first")
         self._mark(d.name, "vectorized", "vectorize")
         self._record("vectorize", [d.name])
         return self
@@ -465,7 +493,7 @@ class StageSchedule:
         if len(args) not in (2, 4, 6):
             raise ScheduleError(f"gpu_tile on {self.name}: give vars then sizes, e.g. "
                                 "gpu_tile(y, x, 16, 16)")
-        vs, sizes = args[:n], args[n:]
+        vs, sizes = args[:n], [_int_like(x) for x in args[n:]]
         names = [self._dim(v, "gpu_tile").name for v in vs]
         directive = f"gpu_tile({', '.join(names + [repr(x) for x in sizes])})"
         if not all(_positive_int(f) for f in sizes):
@@ -500,6 +528,12 @@ class StageSchedule:
                                 f"{', '.join(INTRINSICS)})")
         where = f"tensorize({d.name}, {intr.name}) on {self.name}"
         nest = self.dims[self._pos(d):]
+        if not any(x.is_rvar for x in self.dims) and len(self.func.definitions) > 1 \
+                and self.index == 0:
+            raise ScheduleError(f"{where}: {self.name} has no reduction loop ({intr.name} "
+                                f"replaces a lane loop and a reduction loop of "
+                                f"{intr.shape_text()}); tensorize the stage that reduces, "
+                                f"s[{self.func.name}].update(n)")
         if len(nest) != 2:
             raise ScheduleError(f"{where}: {intr.name} replaces exactly 2 loops "
                                 f"({intr.shape_text()}), but {d.name} and the loops under it are "
@@ -520,6 +554,15 @@ class StageSchedule:
         self.tensorized = (d.name, intr.name)
         self._record("tensorize", [d.name, intr.name])
         return self
+
+    def _check_not_tensorized(self, d, directive, instead):
+        """Refuse to replace loop ``d`` when it is the lane loop of a ``tensorize``: the
+        instruction would name a loop that no longer exists."""
+        if self.tensorized is not None and self.tensorized[0] == d.name:
+            raise ScheduleError(f"{directive} on {self.name}: {d.name} is tensorized "
+                                f"(tensorize({d.name}, {self.tensorized[1]})), and the "
+                                f"instruction replaces the loop {d.name} as it is; {instead}, "
+                                "or build the schedule without that tensorize")
 
     def prefetch(self, source, v, distance=1):
         """Beside every read of ``source`` (an Input, or a Func with storage) in this stage,
@@ -624,8 +667,9 @@ class StageSchedule:
         when the kernel runs (an output's region is its shape: ``bound(j, 0, 64)`` states that
         its extent along j is 64, so its loops have a constant extent).
         Example: ``s[C].bound(j, 0, 1024)``."""
-        lo, extent = _int_like(lo), _int_like(extent)
         name = var_name(v, "bound", self.name)
+        lo, extent = (_constant_size(x, f"bound({name}) on {self.name}", what)
+                      for x, what in ((lo, "lo"), (extent, "extent")))
         d0 = self.func.definitions[0]
         if self.index != 0 or all(a.name != name for a in d0.args):
             raise ScheduleError(f"bound({name}) on {self.name}: bound applies to a pure dimension "
@@ -714,7 +758,11 @@ class StageSchedule:
         self.schedule._check_one_stage_reads(self.func, level, directive, self.name)
         self.schedule._check_placement(self.func, fs.store, level, directive, self.name)
         self.schedule._check_double_buffer_loop(self.func, level, directive, self.name)
-        fs.compute = level
+        old, fs.compute = fs.compute, level
+        why = self.schedule._gpu_nesting_problem()
+        if why:
+            fs.compute = old
+            raise ScheduleError(f"{directive} on {self.name}: {why}")
         self._record("compute_at", [level[1].name, spelled])
         return self
 

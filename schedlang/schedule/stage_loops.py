@@ -28,6 +28,10 @@ class Dim:
 # grows faster than the copies (4096 copies of one add: 160 s; 1024: about 5 s)
 MAX_UNROLL = 1024
 
+# lanes a loop vectorized whole (vectorize(v) without a width) may have: LLVM takes
+# minutes past a few thousand lanes and aborts the process at 65536
+MAX_VECTOR_LANES = 4096
+
 
 class Split:
     """``old`` = ``outer * factor + inner`` (kind "split") or ``fused`` = ``outer * ext(inner) +
