@@ -19,6 +19,7 @@ import functools
 import importlib
 import inspect
 import itertools
+import threading
 
 import numpy as np
 
@@ -201,11 +202,14 @@ class Tensor:
         return t
 
     def _build_deferred(self):
-        """Define the Funcs of every deferred op this Tensor depends on (sources first)."""
-        for n in topo_order(self):
-            if n._deferred is not None:
-                n._deferred(n.func)
-                n._deferred = None
+        """Define the Funcs of every deferred op this Tensor depends on (sources first).
+        One thread builds them; another that needs them meanwhile (``.numpy()`` of the same
+        Tensor on two threads) waits until they are whole, instead of defining them again."""
+        with _BUILD_LOCK:
+            for n in topo_order(self):
+                if n._deferred is not None:
+                    n._deferred(n.func)
+                    n._deferred = None
 
     @classmethod
     def make(cls, op, params, srcs, shape, dtype, index_fn, func=None, root=False):
@@ -387,26 +391,32 @@ class Tensor:
     def _eager_kernel(self, cache_key, leaves):
         """The cached kernel entry of this graph, compiled (or re-chosen) when needed."""
         state = tuning_state()
-        entry = KERNEL_CACHE.get(cache_key)
-        if entry is not None:
-            _mark_recent(cache_key)
-        if entry is not None and entry.state == state:
-            CACHE_STATS["hits"] += 1
-            return entry
+        # the cache is shared by every thread: each look-up and update holds the lock (a
+        # thread reordering it while another walks it raised "dictionary changed size
+        # during iteration"); compiling does not, so threads compile different graphs at once
+        with _CACHE_LOCK:
+            entry = KERNEL_CACHE.get(cache_key)
+            if entry is not None:
+                _mark_recent(cache_key)
+            if entry is not None and entry.state == state:
+                CACHE_STATS["hits"] += 1
+                return entry
         out, default = self.__schedlang_pipeline__()
         schedule, origin = choose_schedule([out], "llvm", default)
         if entry is not None and entry.origin == origin:
             # the tuning database changed, but not for this graph: the kernel is still right
-            entry.state = state
-            CACHE_STATS["hits"] += 1
+            with _CACHE_LOCK:
+                entry.state = state
+                CACHE_STATS["hits"] += 1
             return entry
         kern = sl.compile(out, schedule if schedule is not None else default)
         entry = CachedKernel(kern, [leaf.input_node.name for leaf in leaves], origin, state)
-        KERNEL_CACHE[cache_key] = entry
-        _mark_recent(cache_key)
-        while len(KERNEL_CACHE) > MAX_EAGER_KERNELS:
-            KERNEL_CACHE.pop(next(iter(KERNEL_CACHE)))      # the least recently used
-        CACHE_STATS["compiles"] += 1
+        with _CACHE_LOCK:
+            KERNEL_CACHE[cache_key] = entry
+            _mark_recent(cache_key)
+            while len(KERNEL_CACHE) > MAX_EAGER_KERNELS:
+                KERNEL_CACHE.pop(next(iter(KERNEL_CACHE)))      # the least recently used
+            CACHE_STATS["compiles"] += 1
         return entry
 
     def __array__(self, dtype=None, copy=None):
@@ -434,6 +444,8 @@ class Tensor:
 
 KERNEL_CACHE: dict = {}          # in use order: the most recently used last
 CACHE_STATS = {"compiles": 0, "hits": 0}
+_CACHE_LOCK = threading.RLock()  # held by every access of KERNEL_CACHE and CACHE_STATS
+_BUILD_LOCK = threading.RLock()  # held while deferred ops define their Funcs
 MAX_EAGER_KERNELS = 256         # past this many graphs the least recently used is dropped
 KEEP_OUTPUT_BUFFERS = 4         # kernels, the most recently used, that keep their output
                                 # buffer for reuse (a large result is not zero-filled again)
@@ -463,13 +475,15 @@ class CachedKernel:
 
 def cache_info() -> dict:
     """Counters of the eager kernel cache: ``{"compiles": n, "hits": m, "size": k}``."""
-    return dict(CACHE_STATS, size=len(KERNEL_CACHE))
+    with _CACHE_LOCK:
+        return dict(CACHE_STATS, size=len(KERNEL_CACHE))
 
 
 def clear_cache():
     """Forget every cached eager kernel and reset the counters."""
-    KERNEL_CACHE.clear()
-    CACHE_STATS.update(compiles=0, hits=0)
+    with _CACHE_LOCK:
+        KERNEL_CACHE.clear()
+        CACHE_STATS.update(compiles=0, hits=0)
 
 
 def topo_order(t: Tensor) -> list:

@@ -20,34 +20,62 @@ DEEP_STACK_BYTES = 1 << 30    # address space only: pages are touched as deep as
 DEEP_LIMIT = 150_000          # frames; well inside DEEP_STACK_BYTES at ~2-4 KiB a frame
 _local = threading.local()
 
+# The recursion limit and the stack size of new threads are process-wide. Threads that run
+# deep work at once share one raise of the limit: the first saves the user's limit, the last
+# to finish puts it back (one thread putting back 1000 while another was still 50,000 frames
+# deep, or keeping 150,000 for good after a second one saved the raised value, let a thread
+# on an ordinary 8 MiB stack recurse until the process died with SIGSEGV). The stack size is
+# set and put back under the lock, so each helper surely gets the large stack.
+_DEEP_LOCK = threading.Lock()
+_deep_threads = 0
+_saved_limit = None
+
 
 def _on_deep_stack(fn, args, kwargs):
+    global _deep_threads, _saved_limit
     out = {}
 
     def work():
+        global _deep_threads
         _local.deep = True
         try:
             out["value"] = fn(*args, **kwargs)
         except BaseException as e:      # re-raised in the caller's thread
             out["error"] = e
+        finally:
+            with _DEEP_LOCK:
+                _deep_threads -= 1
+                if _deep_threads == 0:
+                    sys.setrecursionlimit(_saved_limit)
 
-    old_size = threading.stack_size()
-    old_limit = sys.getrecursionlimit()
-    threading.stack_size(DEEP_STACK_BYTES)
-    sys.setrecursionlimit(max(old_limit, DEEP_LIMIT))
-    try:
-        t = threading.Thread(target=work, name="schedlang-deep", daemon=True)
-        t.start()
-    finally:
-        threading.stack_size(old_size)
-    try:
-        while t.is_alive():
-            t.join(0.1)             # a short wait keeps Ctrl-C responsive
-    finally:
-        sys.setrecursionlimit(old_limit)
+    with _DEEP_LOCK:
+        if _deep_threads == 0:
+            _saved_limit = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_saved_limit, DEEP_LIMIT))
+        _deep_threads += 1
+        old_size = threading.stack_size()
+        threading.stack_size(DEEP_STACK_BYTES)
+        try:
+            t = threading.Thread(target=work, name="schedlang-deep", daemon=True)
+            t.start()
+        except BaseException:
+            _deep_threads -= 1
+            if _deep_threads == 0:
+                sys.setrecursionlimit(_saved_limit)
+            raise
+        finally:
+            threading.stack_size(old_size)
+    while t.is_alive():
+        t.join(0.1)             # a short wait keeps Ctrl-C responsive
     if "error" in out:
         raise out["error"]
     return out["value"]
+
+
+def _limit_raised():
+    """True while another thread's deep work has raised the process's recursion limit: a
+    call on an ordinary stack would then recurse past what its stack holds."""
+    return _deep_threads > 0
 
 
 # Funcs in a pipeline from which lowering starts on the large stack at once: the statement
@@ -76,13 +104,17 @@ def deep_recursion(error, what):
             # point) that caught the overflow would be too deep to even start the thread
             if getattr(_local, "deep", False) or getattr(_local, "active", False):
                 return fn(*args, **kwargs)
-            _local.active = True
-            try:
-                return fn(*args, **kwargs)
-            except RecursionError:
-                pass
-            finally:
-                _local.active = False
+            # while another thread's deep work has raised the limit, no RecursionError
+            # would stop this call before it overflowed this thread's stack: it runs on a
+            # large one at once
+            if not _limit_raised():
+                _local.active = True
+                try:
+                    return fn(*args, **kwargs)
+                except RecursionError:
+                    pass
+                finally:
+                    _local.active = False
             try:
                 return _on_deep_stack(fn, args, kwargs)
             except RecursionError:

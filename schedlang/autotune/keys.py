@@ -26,7 +26,7 @@ from ..algo.func import Func
 from ..errors import AlgorithmError, ScheduleError
 from ..schedule.names import pipeline_names, rdoms_in_order
 from ..schedule.schedule import Schedule
-from ..targets.kernel import default_threads
+from ..targets.kernel import MAX_THREADS, default_threads
 
 # Bumped whenever the search's actions or templates change in a way that makes schedules
 # stored by an older version not comparable (a key must include anything that changes the
@@ -223,10 +223,11 @@ def check_threads(threads, where="autotune"):
     Example: ``check_threads(None) == default_threads()``."""
     if threads is None:
         return default_threads()
-    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or \
+            not 1 <= threads <= MAX_THREADS:
         raise ScheduleError(f"{where}(threads={threads!r}): the thread count must be an int >= 1 "
-                            "(the threads each kernel runs on), or None for "
-                            "SCHEDLANG_NUM_THREADS / every core")
+                            f"and <= {MAX_THREADS} (the threads each kernel runs on), or "
+                            "None for SCHEDLANG_NUM_THREADS / every core")
     return int(threads)
 
 

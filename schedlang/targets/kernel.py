@@ -48,15 +48,20 @@ class TimingStats:
                 f"runs={self.runs})")
 
 
+MAX_THREADS = 1024      # the most threads a kernel runs on (``Kernel.num_threads``)
+
+
 def default_threads():
-    """Threads a parallel loop uses: ``SCHEDLANG_NUM_THREADS`` or every core."""
+    """Threads a parallel loop uses: ``SCHEDLANG_NUM_THREADS`` or every core, between 1 and
+    ``MAX_THREADS`` (a larger value, or a machine of more cores, runs on that many: every
+    kernel compiled under it was refused with a num_threads error)."""
     env = os.environ.get("SCHEDLANG_NUM_THREADS")
     if env:
         try:
-            return max(1, int(env))
+            return min(MAX_THREADS, max(1, int(env)))
         except ValueError:
             pass
-    return os.cpu_count() or 1
+    return min(MAX_THREADS, os.cpu_count() or 1)
 
 
 class Kernel:
@@ -90,8 +95,8 @@ class Kernel:
         if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
             raise ArgumentError(f"num_threads must be an int (1 runs the parallel loops "
                                 f"serially), got {n!r}")
-        if not 1 <= n <= 1024:
-            raise ArgumentError(f"num_threads must be between 1 and 1024, got {n}")
+        if not 1 <= n <= MAX_THREADS:
+            raise ArgumentError(f"num_threads must be between 1 and {MAX_THREADS}, got {n}")
         self._num_threads = int(n)
 
     @property

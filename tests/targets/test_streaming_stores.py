@@ -119,7 +119,7 @@ def test_streaming_stores_are_non_temporal_fenced_and_exact(small_threshold, thr
 
 def test_bench_softmax_output_streams():
     """The softmax of bench writes its 64 MiB result once: its stores stream."""
-    from bench.workloads import Softmax
+    from schedlang.bench.workloads import Softmax
     out, s = Softmax((4096, 4096)).algorithm()
     assert str(sl.lower(out, s)).count("# streaming when true") == 1
 
