@@ -387,9 +387,7 @@ def softmax_schedule(s, f, is_output):
         return False
     cols = int(f.shape[-1].value)
     row, col = d.args[-2].name, d.args[-1].name
-    reg = vector_lanes(f.dtype.bytes)        # elements in one vector register
-    vw = reg if cols >= reg else 1
-    lanes = 4 * reg if cols >= 16 * reg else vw
+    lanes, vw = _row_vectors(cols, f.dtype)
     s[f].vectorize(col, vw)
     if worth_parallel(f):
         s[f].parallel(d.args[0].name)
@@ -400,6 +398,15 @@ def softmax_schedule(s, f, is_output):
         s[e].prefetch(source, e_row)
     _row_reductions(s, f, row, (mx, den), lanes, vw)
     return [f, e, mx, den]
+
+
+def _row_vectors(cols, dtype):
+    """(partial results of a reduction along a row, vector width) for rows of ``cols``
+    elements of ``dtype``: four registers of partials and one register a vector, or one
+    register of partials for short rows, or scalars for rows shorter than a register."""
+    reg = vector_lanes(dtype.bytes)          # elements in one vector register
+    vw = reg if cols >= reg else 1
+    return (4 * reg if cols >= 16 * reg else vw), vw
 
 
 def _row_reductions(s, f, row, reds, lanes, vw):
@@ -416,16 +423,15 @@ def _row_reductions(s, f, row, reds, lanes, vw):
 
 
 def layernorm_schedule(s, f, is_output):
-    """Schedule a last-axis layernorm output Func ``f`` (``(x - mean) * rsqrt(var + eps)``,
-    optionally times a weight plus a bias): rows in parallel, and per row the sum for the
-    mean and the one for the variance computed while the row is in cache, each with four
-    vector accumulators of partial results (one pass over memory where three separate
-    loops took three: 4096 x 1024 float32, 12.4 -> 5.1 ms on one thread).
+    """Schedule a last-axis layernorm Func ``f`` (``(x - mean) * rsqrt(var + eps)``,
+    optionally times a weight plus a bias; the output, or stored where it feeds other
+    ops): rows in parallel, and per row the sum for the mean and the one for the variance
+    computed while the row is in cache, each with four vector accumulators of partial
+    results (one pass over memory where three separate loops took three: 4096 x 1024
+    float32, 12.4 -> 5.1 ms on one thread).
     Returns the Funcs it scheduled, or False when ``f`` is not that form."""
     d = f.definitions[0]
-    # (not only an output: a layernorm feeding other ops is stored, computed the same way)
-    if f.dtype not in (sl.float32, sl.float64) or f.shape is None \
-            or len(d.args) < 2:
+    if f.dtype not in (sl.float32, sl.float64) or f.shape is None or len(d.args) < 2:
         return False
     # (the pure Funcs it reads, such as the layer before, are read where they are stored)
     reds = _funcs_read(f)[1]
@@ -437,13 +443,9 @@ def layernorm_schedule(s, f, is_output):
             or len(r.definitions[0].args) not in (len(d.args) - 1, len(d.args)) for r in reds):
         return False
     cols = int(f.shape[-1].value)
-    reg = vector_lanes(f.dtype.bytes)
-    vw = reg if cols >= reg else 1
-    s[f].vectorize(col, vw)
+    s[f].vectorize(col, _row_vectors(cols, f.dtype)[1])
     if worth_parallel(f):
         s[f].parallel(d.args[0].name)
     # the sums accumulate in float64: half as many lanes a register
-    acc = vector_lanes(reds[0].dtype.bytes)
-    avw = acc if cols >= acc else 1
-    _row_reductions(s, f, row, reds, 4 * acc if cols >= 16 * acc else avw, avw)
+    _row_reductions(s, f, row, reds, *_row_vectors(cols, reds[0].dtype))
     return [f, *reds]

@@ -60,14 +60,6 @@ def _halide_installed():
     return halide_available()
 
 
-def _note_missing_halide(compare):
-    """One line on stderr when ``--compare`` names halide explicitly and it is missing
-    (with the default list the rows are simply absent)."""
-    if "halide" in compare and compare != DEFAULT_COMPARE and not _halide_installed():
-        print("no halide rows: the halide package is not installed (pip install halide, "
-              "or pip install 'schedlang[halide]')", file=sys.stderr)
-
-
 def _torch_installed():
     """True when the ``torch`` package can be imported (found without importing it here:
     the rows are measured in child processes)."""
@@ -80,11 +72,21 @@ def _torch_installed():
         return False
 
 
-def _note_missing_torch(compare):
-    """One line on stderr when ``--compare`` names torch explicitly and it is missing."""
-    if "torch" in compare and compare != DEFAULT_COMPARE and not _torch_installed():
-        print("no torch rows: the torch package is not installed (pip install torch)",
-              file=sys.stderr)
+# the optional comparison systems: whether each is installed, and how to install it
+_OPTIONAL_SYSTEMS = {"halide": (_halide_installed,
+                                "pip install halide, or pip install 'schedlang[halide]'"),
+                     "torch": (_torch_installed, "pip install torch")}
+
+
+def _note_missing_systems(compare):
+    """One line on stderr for each optional system that ``--compare`` names explicitly and
+    that is missing (with the default list its rows are simply absent)."""
+    if compare == DEFAULT_COMPARE:
+        return
+    for name, (installed, install) in _OPTIONAL_SYSTEMS.items():
+        if name in compare and not installed():
+            print(f"no {name} rows: the {name} package is not installed ({install})",
+                  file=sys.stderr)
 
 
 def _halide_row(w, values, threads):
@@ -490,8 +492,7 @@ def cmd_bench(args):
                 for t in threads:
                     beam_json[n, size, t] = _beam_schedule(
                         w, outs, hand, args.target, args.beam, t).to_json()
-    _note_missing_halide(args.compare)
-    _note_missing_torch(args.compare)
+    _note_missing_systems(args.compare)
     winograd = args.stride == 1 and args.kernel == 3
     rows = []
     for n in names:

@@ -71,18 +71,7 @@ def _straight_nest(body):
 def _stored_buffers(s):
     """The buffers statement ``s`` stores to."""
     found = set()
-
-    def visit(n):
-        if isinstance(n, ir.Store):
-            found.add(n.buffer)
-        if isinstance(n, ir.Block):
-            for c in n.stmts:
-                visit(c)
-        for f in n.children:
-            c = getattr(n, f)
-            if c is not None:
-                visit(c)
-    visit(s)
+    ir.walk_stmt(s, lambda n: found.add(n.buffer) if isinstance(n, ir.Store) else None)
     return found
 
 

@@ -12,7 +12,7 @@ import math
 from ..algo import expr as E
 from ..algo import types as T
 from ..errors import ScheduleError
-from ..schedule.stage_loops import MAX_VECTOR_LANES
+from ..schedule.stage_loops import MAX_VECTOR_LANES, too_many_lanes
 from . import ir
 from .simplify import _no_overflow, const_value, simplify
 from .unroll import describe_extent, describe_loop
@@ -239,18 +239,15 @@ def vectorize_loops(stmt, ctx):
         if isinstance(s, ir.For) and s.kind == "vectorized":
             body = ir.map_stmt(s.body, stmt_fn)
             n = const_value(simplify(s.extent))
+            dim = ctx.loop_names.get(s.var, (None, s.var))[1]     # the user's loop name
             if n is None:
-                dim = ctx.loop_names.get(s.var, (None, s.var))[1]
                 raise ScheduleError(f"{describe_loop(ctx, s.var, 'vectorize')}: its extent is "
                                     f"not a compile-time constant ({describe_extent(s.extent)}); "
                                     f"vectorize with a width (vectorize({dim}, 8)) or split it "
                                     "first")
             if n > MAX_VECTOR_LANES:
-                dim = ctx.loop_names.get(s.var, (None, s.var))[1]
-                raise ScheduleError(f"{describe_loop(ctx, s.var, 'vectorize')}: its extent is "
-                                    f"{n}, too many lanes for one vector (at most "
-                                    f"{MAX_VECTOR_LANES}); vectorize with a width "
-                                    f"(vectorize({dim}, 16)), which splits it first")
+                raise ScheduleError(too_many_lanes(describe_loop(ctx, s.var, "vectorize"), dim,
+                                                   n))
             serial = s.replace(kind="serial", body=body)
             if n == 1 or ctx.debug_bounds:
                 return serial

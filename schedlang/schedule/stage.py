@@ -16,7 +16,8 @@ from ..errors import ScheduleError
 
 from .stage_hardware import HardwareBindings
 from .stage_loops import (MAX_UNROLL, MAX_VECTOR_LANES, TAILS, Dim, Split, _int_like,
-                          _names_ok, _positive_int, _renamed, loop_directives, var_name)
+                          _names_ok, _positive_int, _renamed, loop_directives, too_many_lanes,
+                          var_name)
 
 
 # why a Func computed at the root cannot be stored in a loop
@@ -397,10 +398,8 @@ class StageSchedule(HardwareBindings):
         if ext is None and dim is not None:
             ext = self._pure_stage().bounds.get(self._dimension_name(dim), (0, None))[1]
         if isinstance(ext, int) and ext > MAX_VECTOR_LANES:
-            raise ScheduleError(f"vectorize({d.name}) on {self.name}: its extent is {ext}, too "
-                                f"many lanes for one vector (at most {MAX_VECTOR_LANES}); "
-                                f"vectorize with a width (vectorize({d.name}, 16)), which "
-                                "splits it first")
+            raise ScheduleError(too_many_lanes(f"vectorize({d.name}) on {self.name}", d.name,
+                                               ext))
         self._mark(d.name, "vectorized", "vectorize")
         self._record("vectorize", [d.name])
         return self

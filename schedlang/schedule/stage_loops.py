@@ -33,6 +33,14 @@ MAX_UNROLL = 1024
 MAX_VECTOR_LANES = 4096
 
 
+def too_many_lanes(where, name, lanes):
+    """The message refusing to vectorize loop ``name`` whole, ``lanes`` lanes (past
+    ``MAX_VECTOR_LANES``); ``where`` names the directive and the stage."""
+    return (f"{where}: its extent is {lanes}, too many lanes for one vector (at most "
+            f"{MAX_VECTOR_LANES}); vectorize with a width (vectorize({name}, 16)), which "
+            "splits it first")
+
+
 class Split:
     """``old`` = ``outer * factor + inner`` (kind "split") or ``fused`` = ``outer * ext(inner) +
     inner`` (kind "fuse")."""

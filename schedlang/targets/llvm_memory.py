@@ -2,12 +2,13 @@
 
 ``MemoryCodegen`` holds ``stmt_Store`` and ``expr_Load`` and how they address memory:
 one vector access for a stride-1 ramp, a base pointer plus constant offsets for a
-constant stride, a run-time choice between one vector load and lane-by-lane loads for a
-clamped ramp (what boundary conditions make), and lane by lane otherwise. Every access
-is tagged with its buffer's alias scope. It relies on the host class for ``self.b``,
-``self.module``, ``self.expr``, ``self._buffer``, ``self._new_block``, ``self._const_like``,
-``self.dense_lets`` and ``self.fs.tagged``, and counts the streaming stores it emits in
-``self.streaming_stores`` (the host fences them before other threads may read).
+constant stride, a run-time choice between one vector load, a masked one and lane-by-lane
+loads for a clamped ramp (what boundary conditions make), and lane by lane otherwise.
+Every access is tagged with its buffer's alias scope. It relies on the host class for
+``self.b``, ``self.module``, ``self.expr``, ``self._buffer``, ``self._new_block``,
+``self._splat``, ``self._intrinsic``, ``self._const_like``, ``self.dense_lets`` and
+``self.fs.tagged``, and counts the streaming stores it emits in ``self.streaming_stores``
+(the host fences them before other threads may read).
 Example::
 
     class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
@@ -230,29 +231,25 @@ class MemoryCodegen:
         b.position_at_end(uniform_bb)
         one = self._alias(b.load(self._element_ptr(ptr, at, elem), typ=elem, align=align),
                           e.buffer)
-        uniform = b.shuffle_vector(b.insert_element(ir.Constant(vty, ir.Undefined), one,
-                                                    I32(0)),
-                                   ir.Constant(vty, ir.Undefined),
-                                   ir.Constant(ir.VectorType(I32, ramp.lanes),
-                                               [0] * ramp.lanes))
+        uniform = self._splat(one, ramp.lanes)
         uniform_end = b.block
         b.branch(join_bb)
         b.position_at_end(slow_bb)
         ends = [(fast, fast_end), (uniform, uniform_end)]
-        masked_ok = align in (4, 8) and ramp.lanes >= 4
-        if masked_ok and lo is not None and hi is not None:
-            # an empty clamp range (lo > hi: every lane reads hi) has no lane inside
-            masked_bb, gather_bb = self._new_block("masked"), self._new_block("gather")
-            b.cbranch(b.icmp_signed("<=", lo_v, hi_v), masked_bb, gather_bb)
-            b.position_at_end(masked_bb)
-        if masked_ok:
+        gather_bb = slow_bb          # where the lane-by-lane load goes, if it is needed
+        if align in (4, 8) and ramp.lanes >= 4:
+            gather_bb = None
+            if lo is not None and hi is not None:
+                # an empty clamp range (lo > hi: every lane reads hi) has no lane inside
+                masked_bb, gather_bb = self._new_block("masked"), self._new_block("gather")
+                b.cbranch(b.icmp_signed("<=", lo_v, hi_v), masked_bb, gather_bb)
+                b.position_at_end(masked_bb)
             masked = self._masked_clamped_load(ptr, first, start, ramp.lanes, lo_v, hi_v, elem,
                                                align, e.buffer)
             ends.append((masked, b.block))
             b.branch(join_bb)
-        if not masked_ok or (lo is not None and hi is not None):
-            if masked_ok:
-                b.position_at_end(gather_bb)
+        if gather_bb is not None:
+            b.position_at_end(gather_bb)
             slow = self._gather(ptr, e.index, elem, align, e.buffer, index=index)
             ends.append((slow, b.block))
             b.branch(join_bb)
@@ -288,12 +285,6 @@ class MemoryCodegen:
         for (side, _), value in zip(edges, values):
             v = b.select(side, self._splat(value, lanes), v)
         return v
-
-    def _splat(self, scalar, lanes):
-        vty = ir.VectorType(scalar.type, lanes)
-        one = self.b.insert_element(ir.Constant(vty, ir.Undefined), scalar, I32(0))
-        return self.b.shuffle_vector(one, ir.Constant(vty, ir.Undefined),
-                                     ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
     def _alias(self, instr, buffer):
         """Tag a load / store with its buffer's alias scope: distinct buffers never alias

@@ -58,8 +58,8 @@ def test_without_halide_there_is_no_row_and_a_note_only_when_asked(monkeypatch, 
     monkeypatch.setitem(sys.modules, "halide", None)     # makes `import halide` fail
     rows = cli.run_one("gemm", "16", 1, ["numpy", "halide"], "llvm")
     assert {r["system"] for r in rows} == {"schedlang", "numpy"}
-    cli._note_missing_halide(cli.DEFAULT_COMPARE)
+    cli._note_missing_systems(cli.DEFAULT_COMPARE)
     assert capsys.readouterr().err == ""
-    cli._note_missing_halide(["halide"])
+    cli._note_missing_systems(["halide"])
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install halide" in err
