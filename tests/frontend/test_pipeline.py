@@ -108,11 +108,13 @@ def test_the_eager_cache_is_bounded_and_old_kernels_give_back_their_output_buffe
 
 
 def test_default_schedule_parallel_and_vectorized():
-    x = Tensor.input("x", (8, 40))
+    # 32 x 32 x 40 is past PARALLEL_WORK; an 8 x 8 product is not, and takes one thread
+    # where its 8 columns are less than one register (AVX-512) and the reduction schedule
+    x = Tensor.input("x", (32, 40))
     kern = sl.compile((x @ x.T).relu() + 1)
     ir = kern.loop_ir
     assert "parallel for" in ir and "ramp(" in ir
-    xa = rng.standard_normal((8, 40)).astype(np.float32)
+    xa = rng.standard_normal((32, 40)).astype(np.float32)
     np.testing.assert_allclose(kern(x=xa), np.maximum(xa @ xa.T, 0) + 1, rtol=1e-4, atol=1e-4)
 
 

@@ -2,6 +2,7 @@
 CPU backend makes of them, results unchanged (also far past the data's end), the trace,
 and the errors."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -238,8 +239,11 @@ def test_a_clamped_vector_read_fetches_each_line_once():
     s = sl.Schedule(out)
     s[out].vectorize(j, 16).prefetch(X, i, 1)
     kern = sl.compile(out, s)
+    # however far LLVM unrolls the loops, at most one prefetch per 16-lane vector stored
     body = kern.source
-    assert body.count("call void @llvm.prefetch") <= 8, body.count("call void @llvm.prefetch")
+    fetches = body.count("call void @llvm.prefetch")
+    vectors = len(re.findall(r"store <16 x float>|masked\.store\.v16f32", body))
+    assert 0 < fetches <= vectors, (fetches, vectors)
     x = np.random.default_rng(8).standard_normal((16, 64), dtype=np.float32)
     want = np.concatenate([np.zeros((16, 1), np.float32), x[:, :-1]], axis=1) * 2
     np.testing.assert_allclose(kern(X=x), want, rtol=1e-6)
