@@ -7,13 +7,17 @@ cast(a) * cast(b)`` that is the instruction's semantics update with the same ope
 dtypes, the output contiguous along the lane loop and unchanged along the reduction loop,
 and every operand index affine in both loops. Anything else raises ``ScheduleError`` naming
 the loop and the instruction. Runs after guards are removed, so a nest that still holds a
-tail guard is rejected rather than silently computing extra points.
+tail guard of its own loops is rejected rather than silently computing extra points; a guard
+that does not depend on them (a loop outside, or a where() on outer loops) encloses the
+instruction.
 Example: ``stmt = tensorize(stmt, ctx)``.
 """
 from __future__ import annotations
 
+import re
+
 from ..algo import expr as E
-from ..algo.printer import user_text
+from ..algo.printer import expr_to_str, user_text
 from ..errors import ScheduleError
 from ..intrinsics import lookup
 from . import ir
@@ -125,6 +129,7 @@ class _Match:
     def __init__(self, ctx, st, v, intr, loop):
         self.ctx, self.st, self.v, self.intr, self.loop = ctx, st, v, intr, loop
         self.where = f"tensorize({v}, {intr.name}) on {st.name}"
+        self.guards = []
 
     def fail(self, why):
         raise ScheduleError(f"{self.where}: {why}")
@@ -162,7 +167,7 @@ class _Match:
             ops[role] = ir.TensorOperand(load.buffer, load.dtype, base, strides)
         op = ir.TensorOp(self.intr, ops["out"], ops["a"], ops["b"])
         if not prefetches:
-            return op
+            return self.guarded(op)
         # a prefetch beside the update's reads is a hint: it goes before the instruction,
         # fetching what the first iteration of the replaced loops reads
         firsts = {lp.var: lp.min for lp in loops}
@@ -170,11 +175,18 @@ class _Match:
         for p in prefetches:
             index = E.substitute(_inline_lets(p.index, lets), firsts)
             hoisted.append(p.replace(index=simplify(index)))
-        return ir.make_block(hoisted + [op])
+        return self.guarded(ir.make_block(hoisted + [op]))
+
+    def guarded(self, s):
+        for cond in reversed(self.guards):
+            s = ir.IfThenElse(cond, s)
+        return s
 
     def nest(self):
         """The loops (outermost first), lets and the single store under the tensorized loop,
-        and the prefetches beside that store."""
+        and the prefetches beside that store. A guard that does not depend on the nest's
+        loops (the tail of a loop outside it, placed innermost) is kept in ``self.guards``,
+        to enclose the instruction instead."""
         loops, lets, s = [], [], self.loop
         while True:
             if isinstance(s, ir.For):
@@ -183,6 +195,10 @@ class _Match:
             elif isinstance(s, ir.LetStmt):
                 lets.append((s.var, s.value))
                 s = s.body
+            elif isinstance(s, ir.IfThenElse) and s.else_ is None and not (
+                    E.expr_vars(_inline_lets(s.cond, lets)) & {lp.var for lp in loops}):
+                self.guards.append(_inline_lets(s.cond, lets))
+                s = s.then
             else:
                 break
         prefetches = []
@@ -199,17 +215,44 @@ class _Match:
                       "where(), or leave this one untensorized")
         if isinstance(s, ir.Allocate):
             self.fail(_storage_inside(self.v, self.intr, _allocated(s)))
+        if isinstance(s, ir.IfThenElse):
+            self.fail(self._guarded(s, lets, loops))
         if not isinstance(s, ir.Store):
-            what = "a bounds guard (an extent that does not divide evenly; split so the " \
-                   "tensorized loops are whole)" if isinstance(s, ir.IfThenElse) else \
-                   f"{type(s).__name__} statements"
-            self.fail(f"the loop nest under {self.v} holds {what}, not a single update")
+            self.fail(f"the loop nest under {self.v} holds {type(s).__name__} statements, "
+                      "not a single update")
         if len(loops) != 2:
             names = ", ".join(self.user(lp.var) for lp in loops)
             self.fail(f"{self.intr.name} replaces exactly 2 loops ({self.intr.shape_text()}), "
                       f"but {self.v} and the loops under it are {names}; reorder or split so "
                       f"that exactly one reduction loop is nested under {self.v}")
         return loops, lets, s, prefetches
+
+    def _guarded(self, s, lets, loops):
+        """Why a tail guard inside the nest cannot become the instruction, naming the loops
+        whose extents do not divide (the guards' loops among the nest's)."""
+        used, lets = set(), list(lets)
+        while isinstance(s, (ir.IfThenElse, ir.LetStmt)):
+            if isinstance(s, ir.LetStmt):
+                lets.append((s.var, s.value))
+                s = s.body
+            else:
+                used |= E.expr_vars(_inline_lets(s.cond, lets))
+                s = s.then
+        names = [self.user(lp.var) for lp in loops if lp.var in used] or \
+            [self.user(lp.var) for lp in loops]
+        fixes = []
+        if loops[0].var in used or not any(lp.var in used for lp in loops):
+            fixes.append(f"make the lanes' extent a multiple of {self.intr.lanes}, or split it "
+                         "with tail='pad' where the stage allows it (a cache_write or "
+                         "intermediate Func)")
+        if any(lp.var in used for lp in loops[1:]):
+            fixes.append(f"make the reduction a multiple of {self.intr.depth} (read the "
+                         "operands through Funcs over a rounded-up RDom and "
+                         "sl.constant_exterior(..., 0))")
+        return (f"the loop nest under {self.v} holds a bounds guard on {', '.join(names)}: "
+                f"an extent does not divide evenly by its split factor, and "
+                f"{self.intr.name} computes whole tiles ({self.intr.shape_text()}); "
+                + "; ".join(fixes))
 
     def match_semantics(self, value, out_buffer):
         sem = self.intr.semantics()
@@ -221,11 +264,28 @@ class _Match:
                          if isinstance(n, ir.Load) else None)
             acc, a, b = (self.intr.acc_dtype.name, self.intr.a_dtype.name,
                          self.intr.b_dtype.name)
-            self.fail(f"the update stores into {out_buffer} an expression reading "
-                      f"{', '.join(sorted(set(reads)))}; {self.intr.name} computes "
+            self.fail(f"the update stores {expr_to_str(self.st.definition.value)} into "
+                      f"{out_buffer}, reading {', '.join(sorted(set(reads)))}; "
+                      f"{self.intr.name} computes "
                       f"out = out + {acc}(a) * {acc}(b) with out {acc}, a {a} and b {b}. "
-                      "Write the update in that form, with those dtypes")
+                      "Write the update in that form, with those dtypes"
+                      + self._inlined_operands(value))
         return found
+
+    def _inlined_operands(self, value):
+        """Advice when the definition reads Funcs that are inlined into the loop nest: the
+        instruction's operands are reads of memory, not values computed in place."""
+        loaded, named = set(), []
+        ir.walk_expr(value, lambda n: loaded.add(n.buffer) if isinstance(n, ir.Load) else None)
+        E.walk_expr(self.st.definition.value, lambda n: named.append(n.func.name)
+                    if isinstance(n, E.FuncRef) and n.func.name not in loaded
+                    and n.func.name not in named else None)
+        if not named:
+            return ""
+        names = ", ".join(named)
+        return (f"; {names} {'is' if len(named) == 1 else 'are'} inlined, so an operand is "
+                f"computed in place (e.g. a boundary condition's select) rather than read: "
+                f"compute_root or compute_at {names}")
 
     def lane_and_reduction(self, loops, extents, out_index):
         outs = [self.stride(out_index, lp, "out", "the output") for lp in loops]
@@ -269,11 +329,25 @@ class _Match:
                     f"into a Func laid out for the instruction (for a matrix product, "
                     f"packed[ko, j, ki] = {buffer}[{self.intr.depth} * ko + ki, j]) and read "
                     "that")
+        regions = sorted({m.group(1, 2) for m in (_REGION.match(x.name) for x in
+                                                  step.free_symbols) if m})
+        if regions:
+            # the extent of an intermediate Func's computed region: not a size the user named
+            f, d = regions[0]
+            return (f"{where} steps along the loop {self.user(loop.var)} by the size of "
+                    f"{f}'s computed region in its dimension {d}, which varies with the loop "
+                    f"{f} is computed at (a guarded tail); {self.intr.name} needs a constant "
+                    f"step. compute_root {f}, or compute it at a loop split with tail='shift' "
+                    f"or 'pad' so that its region has a constant size")
         return (f"{where} steps by {step} along the loop {self.user(loop.var)}, "
                 f"a size known only at run time; {self.intr.name} needs a constant step. Copy "
                 f"{buffer} into a Func laid out for the instruction (for a matrix product, "
                 f"packed[ko, j, ki] = {buffer}[{self.intr.depth} * ko + ki, j]) and read that, "
                 "or give the size a constant")
+
+
+# the Vars storage flattening gives an intermediate Func's region: ``<func>.b<dim>.extent``
+_REGION = re.compile(r"^(.+)\.b(\d+)\.(?:extent|min)$")
 
 
 def _inline_lets(e, lets):

@@ -110,6 +110,12 @@ class HardwareBindings:
             raise ScheduleError(f"tensorize({d.name}) on {self.name}: {intrinsic!r} is not an "
                                 "intrinsic from schedlang.intrinsics (available: "
                                 f"{', '.join(INTRINSICS)})")
+        if INTRINSICS.get(intr.name) is not intr:
+            # lowering, code generation and the schedule's text find the instruction by name
+            raise ScheduleError(f"tensorize({d.name}) on {self.name}: {intr!r} is not one of "
+                                "the instructions of schedlang.intrinsics (available: "
+                                f"{', '.join(INTRINSICS)}); tensorize onto one of those, or "
+                                "leave the loop nest to the vectorizer")
         where = f"tensorize({d.name}, {intr.name}) on {self.name}"
         nest = self.dims[self._pos(d):]
         if not any(x.is_rvar for x in self.dims) and len(self.func.definitions) > 1 \
