@@ -36,7 +36,7 @@ from .llvm_jit import (_LLVM_LOCK, LLVMKernelModule, _init_llvm, _jit, _resolve_
 from .llvm_memory import MemoryCodegen
 from .llvm_thread_pool import ensure_thread_pool
 from .llvm_types import (F16, F32, F64, I1, I8, I16, I32, I64, PTR, _const_int, _element_type,
-                         _mangle, mem_type, mem_type_bytes, reg_type)
+                         _mangle, intrinsic_operand_type, mem_type, mem_type_bytes, reg_type)
 
 __all__ = ["compile_llvm", "pack_args", "LLVMKernelModule", "LLVMCodegen"]
 
@@ -364,9 +364,12 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
                                     mem_type(intr.acc_dtype))
         acc = self._alias(self.b.load(out_ptr, typ=acc_t, align=mem_type_bytes(intr.acc_dtype)),
                           s.out.buffer)
-        word = ir.VectorType(I32, intr.lanes)
+        # operands are packed as 32-bit words, then given the type the intrinsic declares
+        # (<32 x bfloat> for vdpbf16ps), not left to LLVM's upgrade of older signatures
+        op_t = intrinsic_operand_type(*intr.llvm_operand)
         regs = [self._operand_tile(op, intr) for op in (s.a, s.b)]
-        fn = self._intrinsic(intr.llvm_name, acc_t, [acc_t, word, word])
+        regs = [r if r.type == op_t else self.b.bitcast(r, op_t) for r in regs]
+        fn = self._intrinsic(intr.llvm_name, acc_t, [acc_t, op_t, op_t])
         res = self.b.call(fn, [acc] + regs)
         self._alias(self.b.store(res, out_ptr, align=mem_type_bytes(intr.acc_dtype)),
                     s.out.buffer)

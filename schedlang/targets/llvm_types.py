@@ -23,6 +23,30 @@ F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 PTR = ir.PointerType()
 
 
+class BFloatType(ir.Type):
+    """LLVM's ``bfloat``, which llvmlite's IR builder lacks: the operand element type of
+    AVX512-BF16 intrinsics such as ``llvm.x86.avx512bf16.dpbf16ps.512``."""
+
+    null = "0.0"
+    intrinsic_name = "bf16"
+
+    def _to_string(self):
+        return "bfloat"
+
+    def __eq__(self, other):
+        return isinstance(other, BFloatType)
+
+    def __hash__(self):
+        return hash(BFloatType)
+
+
+def intrinsic_operand_type(elem: str, count: int):
+    """The vector type an intrinsic declares for its operands, from ``Intrinsic.llvm_operand``
+    (``("bfloat", 32)`` -> ``<32 x bfloat>``, ``("i32", 16)`` -> ``<16 x i32>``)."""
+    scalar = BFloatType() if elem == "bfloat" else ir.IntType(int(elem[1:]))
+    return ir.VectorType(scalar, count)
+
+
 def _element_type(dt: DType):
     """The LLVM scalar type of a value of ``dt`` in registers (bool is i1, bfloat16 i16)."""
     if dt.is_bool:

@@ -125,6 +125,9 @@ def test_bf16_gemm_compiles_to_vdpbf16ps_for_a_cpu_with_it():
     s[acc].tensorize("jv", vdpbf16ps)
     kern = sl.compile(C, s, target="llvm:sapphirerapids")
     assert "llvm.x86.avx512bf16.dpbf16ps.512" in kern.source
+    # called with the operand type LLVM declares, not an older signature LLVM upgrades
+    calls = [ln for ln in kern.source.splitlines() if "call <16 x float> @llvm.x86.avx512bf16" in ln]
+    assert calls and all(ln.count("<32 x bfloat>") == 2 for ln in calls)
     assert "vdpbf16ps" in kern.assembly
     rng = np.random.default_rng(2)
     af = rng.standard_normal((M, K)).astype(np.float32)
