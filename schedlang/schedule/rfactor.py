@@ -69,6 +69,15 @@ def rfactor(schedule, st: StageSchedule, rv, name):
     orig, kind, sp = _loop_domain(st, rv_name)
     if orig is None:
         rloops = [dm.name for dm in st.dims if dm.is_rvar]
+        if rv_name in rloops:
+            # a loop split out of a split: rfactor follows one split of an original variable
+            direct = [n for sp in st.splits if sp.kind == "split" and sp.old in
+                      {v.name for v in d.rvars} for n in (sp.outer, sp.inner)]
+            raise ScheduleError(f"rfactor({rv_name}) on {st.name}: {rv_name} comes from "
+                                "splitting a loop that was itself split; rfactor takes a "
+                                "reduction variable or one half of a single split of one ("
+                                f"{', '.join(direct + [v.name for v in d.rvars]) or 'none'}): "
+                                "rfactor that half, then split further in the new Func")
         raise ScheduleError(f"rfactor({rv_name}) on {st.name}: {rv_name} is not a reduction loop "
                             f"of {st.name} (or a split of one); its reduction loops are: "
                             f"{', '.join(rloops) or 'none'}")

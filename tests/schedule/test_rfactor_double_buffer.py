@@ -387,3 +387,19 @@ def test_errors_about_an_rfactor_intermediate_print_its_reads_as_written():
     with pytest.raises(sl.ScheduleError, match=r"makes rowsum_intm read A\[i, r\] outside A's "
                        "extent"):
         sl.compile(rowsum, s)
+
+
+def test_rfactor_of_a_loop_split_twice_says_which_loops_it_takes():
+    A = sl.Input("A", sl.float32, (64,))
+    k = sl.RDom(64, name="k")
+    f = sl.Func("f", shape=())
+    f[()] = sl.sum(A[k])
+    s = sl.Schedule(f)
+    s[f].split(k, 16, names=("k.o", "k.i"))
+    s[f].split("k.i", 4, names=("k.i.o", "k.i.i"))
+    with pytest.raises(sl.ScheduleError, match=r"rfactor\(k\.i\.o\) on f: k\.i\.o comes from "
+                       r"splitting a loop that was itself split.*\(k\.o, k\.i, k\)"):
+        s[f].rfactor("k.i.o")
+    s[f].rfactor("k.i")   # one of the loops the message offers
+    a = np.arange(64, dtype=np.float32)
+    assert sl.compile(f, s)(A=a) == a.sum()
