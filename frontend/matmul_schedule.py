@@ -420,6 +420,12 @@ def _row_reductions(s, f, row, reds, lanes, vw):
         s[part].compute_at(f, row).reorder(f"{rv}.o", f"{rv}.i").vectorize(f"{rv}.i", vw)
         if lanes > vw:
             s[part].unroll(f"{rv}.i.o")
+            # the partials are folded into one register by vector ops before the last,
+            # scalar chain: a chain through all 64 was about a third of a 256-long row's
+            # softmax (each step waits on the one before)
+            s[red].split(f"{rv}.i", vw, names=(f"{rv}.i.o", f"{rv}.i.i"))
+            fold = s[red].rfactor(f"{rv}.i.i")
+            s[fold].compute_at(f, row).reorder(f"{rv}.i.o", f"{rv}.i.i").vectorize(f"{rv}.i.i")
 
 
 def layernorm_schedule(s, f, is_output):
