@@ -833,17 +833,19 @@ def test_only_loops_with_enough_work_run_on_threads(shape, threads):
         np.testing.assert_allclose(kern(x=a), want, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("op", ["softmax", "layernorm"])
+@pytest.mark.parametrize("op", ["softmax", "layernorm", "sum", "max"])
 def test_row_partials_are_folded_into_one_register_before_the_scalar_chain(op):
     # a chain of one scalar op per partial result waits on each step: the partials of
     # four registers are first added (or max-ed) as vectors, so no scalar chain is longer
     # than one register's lanes
     x = Tensor.input("x", (64, 256))
-    y = x.softmax(-1) if op == "softmax" else x.layernorm()
+    y = x.softmax(-1) if op == "softmax" else x.layernorm() if op == "layernorm" else \
+        getattr(x, op)(-1)
     kern = sl.compile(y)
     chains = re.findall(r"for \S+ in \[0, (\d+)\):\n\s+(\S+)\[0\] = ", kern.loop_ir)
     assert chains and max(int(n) for n, _ in chains) <= vector_lanes(4), chains
     a = np.random.default_rng(27).standard_normal((64, 256)).astype(np.float32)
     ref = np.exp(a - a.max(-1, keepdims=True))
-    ref = ref / ref.sum(-1, keepdims=True) if op == "softmax" else _layernorm_ref(a)
+    ref = ref / ref.sum(-1, keepdims=True) if op == "softmax" else _layernorm_ref(a) \
+        if op == "layernorm" else getattr(a, op)(-1)
     np.testing.assert_allclose(kern(x=a), ref, rtol=2e-5, atol=2e-5)
