@@ -408,8 +408,11 @@ def test_row_reductions_use_vector_partials_and_column_reductions_vector_results
     cols = sl.compile(Tensor.input("x", (64, 1024)).sum(0))
     assert "_intm" not in cols.loop_ir and "x16(" in cols.loop_ir, cols.loop_ir
     assert "double" not in cols.source     # a column sum keeps float32 accumulators, as numpy
-    row_sums = sl.compile(Tensor.input("x", (64, 1024)).sum(1))
-    assert "x double>" in row_sums.source   # row sums accumulate in float64 vectors
+    row_sums = sl.compile(Tensor.input("x", (64, 2048)).sum(1))
+    assert "x double>" in row_sums.source   # long row sums accumulate in float64 vectors
+    # up to 1024 values, the 64 partials' tree drifts no more than numpy's pairwise sum
+    short_sums = sl.compile(Tensor.input("x", (64, 1024)).sum(1))
+    assert "double" not in short_sums.source
 
 
 def _gelu_tanh(a):
@@ -453,3 +456,17 @@ def test_torch_options_out_of_reach_are_refused_by_name(call, message):
     with pytest.raises(sl.AlgorithmError) as info:
         call(x)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("n", [256, 1000, 1024])
+def test_short_float32_row_sums_drift_no_more_than_numpys_pairwise_sums(n):
+    # summed in float32 (64 partials, then a tree): the error relative to sum(|x|) stays
+    # within twice numpy's own, and far inside one float32 rounding of the total
+    rng = np.random.default_rng(n)
+    a = (rng.standard_normal((256, n)) * 100 + 3).astype(np.float32)
+    kern = sl.compile(Tensor.input("x", a.shape).sum(-1))
+    exact = a.astype(np.float64).sum(-1)
+    scale = np.abs(a).astype(np.float64).sum(-1)
+    ours = np.max(np.abs(kern(x=a) - exact) / scale)
+    numpy_err = np.max(np.abs(a.sum(-1) - exact) / scale)
+    assert ours <= 2 * numpy_err + 1e-9 and ours < 2 ** -23, (ours, numpy_err)
