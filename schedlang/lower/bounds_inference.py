@@ -73,9 +73,17 @@ class AccessBoxes:
             # a let ahead of the stores that use it (an argmax's comparison) reads for them
             self.expr(s.value, site or _first_store(s.body))
             iv = _promised_bounds(s.value, s.in_range, sc, self._clamp_bound) \
-                if s.in_range is not None \
+                if s.in_range is not None and not isinstance(s.in_range, tuple) \
                 else bounds_of(s.value, sc) if (s.value.dtype.is_int or s.value.dtype.is_bool) \
                 else Interval(None, None)
+            if isinstance(s.in_range, tuple):
+                # a promised [lo, hi] (a split variable whose tail stays in its region):
+                # tighter than its loops bounded apart when the region's min and extent
+                # move together
+                lo, hi = (self._clamp_bound(b, sc, side) for b, side in
+                          zip(s.in_range, ("lo", "hi")))
+                iv = iv if lo is None else intersect_lo(iv, lo)
+                iv = iv if hi is None else intersect_hi(iv, hi)
             sc.push(s.var, iv)
             n = self._fact(E.BinOp("eq", E.Var(s.var, s.value.dtype), s.value)) \
                 if s.value.dtype.is_int and s.value.dtype.lanes == 1 else 0

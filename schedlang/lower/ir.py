@@ -133,7 +133,9 @@ class LetStmt(Stmt):
     or an expression ``raw`` that ``value`` clamps (``min`` / ``max``) where the clamps are
     the identity whenever the body runs (a fused loop's recovered row): its range is then
     raw's range intersected with the clamp's, and an empty loop gives an empty range, not
-    one row."""
+    one row. Or a tuple ``(lo, hi)``: the value lies in [lo, hi] whenever the body runs,
+    proven when the nest was built (a split variable whose tail stays in its region; its
+    loops bounded apart overshoot a per-tile region)."""
 
     __slots__ = ("var", "value", "body", "in_range")
     children = ("body",)
@@ -338,6 +340,10 @@ def map_stmt(s, stmt_fn=None, expr_fn=None):
             kw["value"] = expr_fn(s.value)
         if isinstance(s, Prefetch):
             kw["args"] = tuple(expr_fn(a) for a in s.args)
+        if isinstance(s, LetStmt) and isinstance(s.in_range, tuple):
+            # the promised range is rewritten with the value (a substituted loop variable)
+            r = tuple(expr_fn(b) for b in s.in_range)
+            kw["in_range"] = s.in_range if all(a is b for a, b in zip(r, s.in_range)) else r
         if isinstance(s, Realize):
             kw["bounds"] = tuple((expr_fn(a), expr_fn(b)) for a, b in s.bounds)
         if isinstance(s, Allocate):

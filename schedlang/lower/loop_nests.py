@@ -231,8 +231,24 @@ class StageLoops:
             bound = self.guard_bound(n)
             if bound is not None:
                 body = ir.IfThenElse(E.binary("lt", _v(self.let_name(n)), bound), body)
-            body = ir.LetStmt(self.let_name(n), self.shallow(n), body, self.fused_raw(n))
+            in_range = self.fused_raw(n)
+            if in_range is None:
+                in_range = self.split_range(n)
+            body = ir.LetStmt(self.let_name(n), self.shallow(n), body, in_range)
         return body
+
+    def split_range(self, name):
+        """``(min, max)`` of a split-away variable whose tail keeps it inside its region
+        (exact or shifted), when that region is not constant; else None. Bounded apart, the
+        split's loops overshoot a per-tile region: ``x.o * 32 + x.i.o * 16 + x.i.i`` with
+        ``x.i.o < (min(x.o * 32 + 31, 79) - x.o * 32 + 16) // 16`` reaches 143, not 79."""
+        d = self.defs.get(name)
+        if d is None or d[0] != "split" or d[4] not in ("exact", "shift"):
+            return None
+        m, e = d[5], d[6]
+        if isinstance(m, E.Const) and isinstance(e, E.Const):
+            return None
+        return (m, simplify(m + e - 1))
 
     def subst(self, names):
         """Map original variable names -> int32 Exprs of their variables."""
