@@ -46,8 +46,9 @@ def test_a_cache_write_split_by_8_inside_tiles_of_24_compiles():
     np.testing.assert_array_equal(sl.compile(C, s)(A=a, B=b), want)
 
 
-def test_a_1d_stage_split_again_inside_guarded_tiles_sizes_its_root_producer(monkeypatch):
-    N = 80
+def _three_stages(N=80):
+    """f[x] = 3 * g[x], g[x] = h[x] + h[x + 1], h = 2 * I: (funcs, their Schedule, input,
+    expected output)."""
     inp = np.arange(N + 1, dtype=np.float32) * 0.5
     I = sl.Input("I", sl.float32, (N + 1,))
     x = sl.Var("x")
@@ -57,35 +58,28 @@ def test_a_1d_stage_split_again_inside_guarded_tiles_sizes_its_root_producer(mon
     g[x] = h[x] + h[x + 1]
     f = sl.Func("f", shape=(N,))
     f[x] = g[x] * 3
-    s = sl.Schedule(f)
+    return (f, g, h, x), sl.Schedule(f), inp, (inp[:N] * 2 + inp[1:] * 2) * 3
+
+
+def test_a_1d_stage_split_again_inside_guarded_tiles_sizes_its_root_producer(monkeypatch):
+    (f, g, h, x), s, inp, want = _three_stages()
     xo, xi = s[f].split(x, 32, tail="guard")
     s[g].compute_at(f, xo)
     s[g].split(x, 16, tail="guard")
     s[h].compute_root()
     monkeypatch.setenv("SCHEDLANG_DEBUG", "bounds")
-    kern = sl.compile(f, s)
-    np.testing.assert_allclose(kern(I=inp), (inp[:N] * 2 + inp[1:] * 2) * 3)
+    np.testing.assert_allclose(sl.compile(f, s)(I=inp), want)
 
 
 def test_a_double_buffered_stage_split_inside_guarded_tiles_sizes_its_root_producer(
         monkeypatch):
     # the next tile's copy is computed with the tile variable moved on one: the split's
     # promised range moves with it
-    N = 80
-    inp = np.arange(N + 1, dtype=np.float32) * 0.5
-    I = sl.Input("I", sl.float32, (N + 1,))
-    x = sl.Var("x")
-    h = sl.Func("h")
-    h[x] = I[x] * 2
-    g = sl.Func("g")
-    g[x] = h[x] + h[x + 1]
-    f = sl.Func("f", shape=(N,))
-    f[x] = g[x] * 3
-    s = sl.Schedule(f)
+    (f, g, h, x), s, inp, want = _three_stages()
     s[f].split(x, 24, tail="guard")
     s[g].compute_at(f, "x.o")
     s[g].split(x, 8, tail="guard")
     s[g].double_buffer()
     s[h].compute_root()
     monkeypatch.setenv("SCHEDLANG_DEBUG", "bounds")
-    np.testing.assert_allclose(sl.compile(f, s)(I=inp), (inp[:N] * 2 + inp[1:] * 2) * 3)
+    np.testing.assert_allclose(sl.compile(f, s)(I=inp), want)
