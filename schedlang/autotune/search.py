@@ -477,7 +477,7 @@ def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None
     db = TuningDatabase(database)
     name = ", ".join(o.name for o in outputs)
     prog = Progress(name, budget_s, progress, summary_enabled=summary)
-    start_items = [(nm, s) for nm, s in seed_schedules(outputs, threads)]
+    start_items = [(nm, s) for nm, s in seed_schedules(outputs, threads, target)]
     if extra is not None:
         start_items.insert(0, (FRONTEND_SEED, extra))
     start_items = [(GIVEN_SEED, s) for s in seeds] + start_items

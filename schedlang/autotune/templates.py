@@ -24,10 +24,12 @@ this CPU). Example: ``for s in seed_schedules([C], extents): ...``.
 """
 from __future__ import annotations
 
+import contextvars
+
 from ..algo import expr as E
 from ..errors import ScheduleError
 from ..schedule.schedule import Schedule
-from ..targets.host_cpu import host_features, vector_lanes
+from ..targets.host_cpu import target_features, vector_lanes
 from .space import extents_of, reads
 
 # Register-tile shapes (rows unrolled, vectors per row) by register file: 32 vector
@@ -43,14 +45,20 @@ CHUNK_TILES_16_REGS = [(4, 2), (8, 1)]
 STENCIL_TILES = [(16, 1024), (32, 256), (8, 512), (64, 128), (4, 2048)]
 
 
+# The target the seeds are built for: an ``llvm:<cpu>`` kernel runs on that CPU, whose
+# vectors and register file may differ from this machine's (set by ``seed_schedules``).
+_TARGET = contextvars.ContextVar("schedlang_template_target", default="llvm")
+
+
 def vector_width(dtype_bytes=4, features=None):
-    """SIMD lanes for elements of ``dtype_bytes`` on this CPU (AVX-512: 64 bytes, AVX: 32,
-    else 16). Example: ``vector_width(4)`` is 16 on an AVX-512 machine."""
-    return vector_lanes(dtype_bytes, features)
+    """SIMD lanes for elements of ``dtype_bytes`` on the target CPU (AVX-512: 64 bytes, AVX:
+    32, else 16). Example: ``vector_width(4)`` is 16 on an AVX-512 machine."""
+    return vector_lanes(dtype_bytes, target_features(_TARGET.get()) if features is None
+                        else features)
 
 
 def _register_tiles(features=None):
-    feats = host_features() if features is None else features
+    feats = target_features(_TARGET.get()) if features is None else features
     return TILES_32_REGS if "+avx512f" in feats else TILES_16_REGS
 
 
@@ -407,9 +415,18 @@ def _flat_stage(s, g, ext, threads):
     return changed
 
 
-def seed_schedules(outputs, threads):
+def seed_schedules(outputs, threads, target="llvm"):
     """``[(template name, Schedule)]``: every template variant that applies to the pipeline
-    ending in ``outputs``, best guesses first. Example: ``seed_schedules([C], 2)``."""
+    ending in ``outputs``, best guesses first, sized for ``target``'s vectors and registers.
+    Example: ``seed_schedules([C], 2)``."""
+    token = _TARGET.set(target)
+    try:
+        return _seed_schedules(outputs, threads)
+    finally:
+        _TARGET.reset(token)
+
+
+def _seed_schedules(outputs, threads):
     base = Schedule(*outputs)
     ext = extents_of(base)
     seeds = []

@@ -18,6 +18,24 @@ def host_features() -> str:
     return _resolve_target("llvm")[1]
 
 
+@functools.lru_cache(maxsize=None)
+def target_features(target="llvm") -> str:
+    """The features that size vectors and register tiles for ``target``: the host's for
+    ``llvm``; for ``llvm:<cpu>`` (whose kernels are built for that CPU, not this one) the
+    marker of its widest vector register, asked of LLVM by compiling a 16-float add.
+    Example: ``vector_lanes(4, target_features("llvm:haswell"))`` is 8."""
+    if target == "llvm":
+        return host_features()
+    from .llvm_jit import _LLVM_LOCK, _init_llvm, _target_machine, llvm
+    cpu, feats = _resolve_target(target)
+    probe = ("define <16 x float> @probe(<16 x float> %a, <16 x float> %b) {\n"
+             "  %r = fadd <16 x float> %a, %b\n  ret <16 x float> %r\n}\n")
+    with _LLVM_LOCK:
+        _init_llvm()
+        asm = _target_machine(cpu, feats).emit_assembly(llvm.parse_assembly(probe))
+    return "+avx512f,+avx" if "zmm" in asm else ("+avx" if "ymm" in asm else "")
+
+
 def vector_bytes(features=None) -> int:
     """Bytes in one vector register: 64 with AVX-512, 32 with AVX, else 16.
     Example: ``vector_bytes("+avx,+avx2")`` is 32."""
@@ -57,5 +75,5 @@ def l2_cache_bytes() -> int:
     return 1 << 20
 
 
-__all__ = ["host_features", "vector_bytes", "vector_lanes", "vector_registers",
-           "l2_cache_bytes"]
+__all__ = ["host_features", "target_features", "vector_bytes", "vector_lanes",
+           "vector_registers", "l2_cache_bytes"]
