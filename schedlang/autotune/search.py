@@ -25,6 +25,7 @@ import time
 import warnings
 from collections.abc import Mapping
 
+from ..algo import expr as E
 from ..algo.func import Func
 from ..errors import CompileError, ScheduleError, SchedlangError
 from ..compiler import output_funcs
@@ -444,6 +445,23 @@ STORED_SEED, GIVEN_SEED, FRONTEND_SEED = "database best", "given seed", "fronten
 KNOWN_SEEDS = (STORED_SEED, GIVEN_SEED, FRONTEND_SEED)
 
 
+def _check_size_names(outputs, sizes):
+    """Raise ScheduleError for a ``sizes`` name no Input or output shape of the pipeline
+    uses (a typo would otherwise be tuned at other sizes than the user meant)."""
+    known = set(symbolic_sizes(outputs))
+    for o in outputs:
+        for x in (o.shape or ()):
+            if isinstance(x, E.Expr):
+                E.walk_expr(x, lambda n: known.add(n.name) if isinstance(n, E.SizeVar) else None)
+    unknown = sorted(set(sizes) - known)
+    if unknown:
+        uses = f"it uses {', '.join(sorted(known))}" if known else "its sizes are all constants"
+        raise ScheduleError(f"autotune(sizes=...): {', '.join(map(repr, unknown))} "
+                            f"{'is not a size' if len(unknown) == 1 else 'are not sizes'} of "
+                            f"{', '.join(o.name for o in outputs)}'s pipeline ({uses}); "
+                            "pass values for those names only")
+
+
 def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None, sizes=None,
          seeds=(), jobs=None, database=None, progress=None, summary=True, store=True,
          rng_seed=0):
@@ -468,6 +486,8 @@ def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None
         if not isinstance(s, Schedule) or [o.name for o in s.outputs] != [o.name for o in outputs]:
             raise ScheduleError(f"autotune(seeds=...): {s!r} is not a Schedule of "
                                 f"{', '.join(o.name for o in outputs)}")
+    if sizes:
+        _check_size_names(outputs, sizes)
     if sizes is None and symbolic_sizes(outputs):
         # as BEAM=N does: tuned (and stored, for sl.compile to find) at estimated sizes
         sizes = estimated_sizes(outputs)

@@ -57,3 +57,14 @@ def test_autotune_seeds_for_the_target_it_is_given(monkeypatch):
         sl.autotune(matmul(16, name="C_r16_spy"), target="llvm:haswell", beam=1, budget_s=1)
     assert got == ["llvm:haswell"]
 
+
+
+def test_a_size_name_the_pipeline_does_not_use_is_refused():
+    # a typo (M for N) would otherwise be tuned at an estimated N, not the size meant
+    A = sl.Input("A", sl.float32, ("N",))
+    i = sl.Var("i")
+    f = sl.Func("f", shape=(A.shape[0],))
+    f[i] = A[i] * 2
+    with pytest.raises(sl.ScheduleError, match=r"autotune\(sizes=\.\.\.\): 'M' is not a size of "
+                       r"f's pipeline \(it uses N\); pass values for those names only"):
+        sl.autotune(f, sizes={"M": 64}, budget_s=1)
