@@ -15,7 +15,7 @@ import schedlang as sl
 from schedlang.algo import expr as E
 from schedlang.targets.host_cpu import l2_cache_bytes, vector_lanes, vector_registers
 
-from .reduction_schedule import worth_parallel
+from .reduction_schedule import fold_partials, worth_parallel
 from .tensor import transposing_reads
 
 
@@ -420,12 +420,7 @@ def _row_reductions(s, f, row, reds, lanes, vw):
         s[part].compute_at(f, row).reorder(f"{rv}.o", f"{rv}.i").vectorize(f"{rv}.i", vw)
         if lanes > vw:
             s[part].unroll(f"{rv}.i.o")
-            # the partials are folded into one register by vector ops before the last,
-            # scalar chain: a chain through all 64 was about a third of a 256-long row's
-            # softmax (each step waits on the one before)
-            s[red].split(f"{rv}.i", vw, names=(f"{rv}.i.o", f"{rv}.i.i"))
-            fold = s[red].rfactor(f"{rv}.i.i")
-            s[fold].compute_at(f, row).reorder(f"{rv}.i.o", f"{rv}.i.i").vectorize(f"{rv}.i.i")
+            fold_partials(s, red, rv, vw, f, row)
 
 
 def layernorm_schedule(s, f, is_output):
