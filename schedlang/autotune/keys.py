@@ -161,12 +161,19 @@ def symbolic_sizes(outputs):
     """The names of the symbolic sizes in the pipeline's Input shapes, sorted.
     Example: ``symbolic_sizes(f)`` is ``["N"]`` for ``Input("A", float32, ("N",))``."""
     _, s = _pipeline(outputs)
+    return sorted(size_names(i.shape for i in s.inputs))
+
+
+def size_names(shapes):
+    """The set of symbolic size names the dimensions of ``shapes`` (tuples of ints and
+    expressions) mention. Example: ``size_names([A.shape])`` is ``{"N"}`` for
+    ``Input("A", float32, ("N", 4))``."""
     names = set()
-    for i in s.inputs:
-        for x in i.shape:
+    for shape in shapes:
+        for x in shape:
             if isinstance(x, E.Expr):
                 E.walk_expr(x, lambda n: names.add(n.name) if isinstance(n, E.SizeVar) else None)
-    return sorted(names)
+    return names
 
 
 def estimated_sizes(outputs):

@@ -25,7 +25,6 @@ import time
 import warnings
 from collections.abc import Mapping
 
-from ..algo import expr as E
 from ..algo.func import Func
 from ..errors import CompileError, ScheduleError, SchedlangError
 from ..compiler import output_funcs
@@ -34,7 +33,7 @@ from .cost_model import CostModel, train_from_measurements
 from .database import Measurement, TuningDatabase, TuningDatabaseError
 from .features import FEATURE_VERSION
 from .keys import (check_threads, concrete_sizes, estimated_sizes, estimated_sizes_note,
-                   symbolic_sizes, workload_key)
+                   size_names, symbolic_sizes, workload_key)
 from .measure import Bench, CompilePool, kernel_result
 from .progress import Progress
 from .space import children, realize
@@ -448,11 +447,7 @@ KNOWN_SEEDS = (STORED_SEED, GIVEN_SEED, FRONTEND_SEED)
 def _check_size_names(outputs, sizes):
     """Raise ScheduleError for a ``sizes`` name no Input or output shape of the pipeline
     uses (a typo would otherwise be tuned at other sizes than the user meant)."""
-    known = set(symbolic_sizes(outputs))
-    for o in outputs:
-        for x in (o.shape or ()):
-            if isinstance(x, E.Expr):
-                E.walk_expr(x, lambda n: known.add(n.name) if isinstance(n, E.SizeVar) else None)
+    known = set(symbolic_sizes(outputs)) | size_names(o.shape or () for o in outputs)
     unknown = sorted(set(sizes) - known)
     if unknown:
         uses = f"it uses {', '.join(sorted(known))}" if known else "its sizes are all constants"
