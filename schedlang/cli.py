@@ -450,7 +450,11 @@ def cmd_bench(args):
         args.size = list(dict.fromkeys(args.size))     # a size given twice is measured once
     from schedlang.bench.timing import row_budget_s
     from schedlang.compiler import check_target
-    check_target(args.target)
+    if check_target(args.target) != "llvm":
+        raise SystemExit(f"--target {args.target}: bench times the CPU schedules of bench/ "
+                         "against numpy, torch and Halide on this machine; use --target llvm "
+                         "or llvm:<cpu> (GPU kernels: sl.compile(..., target='cuda') and "
+                         "kern.time)")
     row_budget_s()      # a bad SCHEDLANG_BENCH_BUDGET_S is refused before anything runs
     if args.beam:
         from schedlang.autotune.integration import budget_from_env

@@ -16,7 +16,7 @@ import time
 from .algo import expr as E
 from .algo.func import Func, Input, definition_exprs
 from .deep_recursion import DEEP_PIPELINE_FUNCS, call_deep_if, deep_recursion
-from .errors import AlgorithmError, CompileError, SchedlangError, ScheduleError
+from .errors import AlgorithmError, CompileError, SchedlangError
 from .lower import ir
 from .lower.lower import lower_pipeline
 from .schedule.schedule import Schedule
@@ -71,6 +71,10 @@ def _outputs_and_schedule(outputs, schedule, target="llvm", tune=False, caller="
     given = outputs if isinstance(outputs, (list, tuple)) else [outputs]
     tensors = any(hasattr(o, "__schedlang_pipeline__") for o in given)
     outputs, default = output_funcs(outputs, caller)
+    if schedule is None and check_target(target) != "llvm":
+        # the default (and a Tensor's) schedules are written for CPUs
+        from .schedule.gpu_default import gpu_default_schedule
+        schedule = gpu_default_schedule(outputs)
     if schedule is None:
         # a tuned schedule from the tuning database, or (BEAM=N, when compiling) a new
         # search; imported here because the autotuner itself builds on this module
@@ -166,8 +170,9 @@ def check_target(target):
             _resolve_target(target)
         return "llvm"
     if base in GPU_TARGETS:
-        raise CompileError(f"target {target!r}: the {base} backend is not available in this "
-                           "version of schedlang; use target='llvm'")
+        from .targets.gpu_module import check_gpu_target
+        check_gpu_target(target)
+        return base
     raise CompileError(f"unknown target {target!r}; use 'llvm', 'llvm:<cpu>', 'cuda[:sm_XX]', "
                        "'hip[:gfxNNN]' or 'metal'")
 
@@ -275,7 +280,8 @@ def compile(outputs, schedule=None, target="llvm", **unknown):  # noqa: A001 - S
     # the target first: a bad one must not start a BEAM search
     base = check_target(target)
     outputs, schedule = _outputs_and_schedule(outputs, schedule, target, tune=True)
-    _check_cpu_directives(schedule)
+    if base == "llvm":
+        _check_cpu_directives(schedule)
     return _deep_if_large(schedule, _build_kernel, outputs, schedule, target, base, bound)
 
 
@@ -298,8 +304,10 @@ def _build_kernel(outputs, schedule, target, base, bound):
         if os.environ.get("SCHEDLANG_DUMP") == "time":
             print(f"[schedlang] {'llvm codegen + jit':22s} {(time.perf_counter() - t0) * 1e3:8.2f} ms"
                   f"{' (from cache)' if module.from_cache else ''}", file=sys.stderr)
-    else:  # pragma: no cover - check_target rejects the others
-        raise ScheduleError(f"target {target!r}")
+    else:
+        from .targets.gpu_module import compile_gpu
+        shapes = {b.name: b.shape for b in list(schedule.inputs) + list(schedule.outputs)}
+        module = compile_gpu(stmt, args, name, target, shapes, [b.name for b in schedule.inputs])
     inputs = {i.name for i in schedule.inputs}
     bound = {k: v for k, v in bound.items() if k in inputs}
     if bound:

@@ -202,6 +202,20 @@ class Barrier(Stmt):
         self.memory = memory
 
 
+class GpuKernel(Stmt):
+    """One GPU kernel launch (made by ``gpu_kernels``): ``body`` is the nest of gpu_block
+    loops (their extents are the grid, evaluated by the host), inside which every
+    gpu_thread loop nest is a *phase* that all threads of a block run between barriers.
+    ``threads``: the block's (x, y, z) thread counts, the largest extent of each thread
+    dimension over the phases. ``name``: the kernel's symbol."""
+
+    __slots__ = ("name", "body", "threads")
+    children = ("body",)
+
+    def __init__(self, name, body, threads):
+        self.name, self.body, self.threads = name, body, tuple(threads)
+
+
 class Assert(Stmt):
     """If ``cond`` is false the kernel stops and returns ``code`` (see ERROR_CODES)."""
 
@@ -468,6 +482,10 @@ def _stmt_line(s, indent, p):
     if isinstance(s, TensorOp):
         return (f"{pad}{s.out.to_str()} = {s.intrinsic.name}({s.out.to_str()}, {s.a.to_str()}, "
                 f"{s.b.to_str()})\n")
+    if isinstance(s, GpuKernel):
+        tx, ty, tz = s.threads
+        return (f"{pad}gpu kernel {s.name} (threads {tx} x {ty} x {tz}):\n"
+                + stmt_to_str(s.body, indent + 1))
     if isinstance(s, Assert):
         return f"{pad}assert {p(s.cond)}  # else error {s.code}\n"
     return f"{pad}<{type(s).__name__}>\n"

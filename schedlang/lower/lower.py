@@ -16,6 +16,8 @@ from .bounds_inference import bounds_inference
 from .check_access_bounds import check_access_bounds
 from .context import LowerContext
 from .debug_bounds import debug_bounds
+from .gpu_kernels import gpu_kernels, is_gpu_target
+from .hoist_invariant_guards import hoist_invariant_guards
 from .inline import inline_functions
 from .mark_streaming_stores import mark_streaming_stores
 from .merge_prefetches import merge_prefetches
@@ -43,9 +45,12 @@ PASSES = [
     ("unroll_loops", unroll_loops),
     ("partition_loops", partition_loops),
     ("remove_clamps", remove_clamps),
-    ("vectorize_loops", vectorize_loops),
+    # GPU code keeps its vectorized loops as loops: a thread's lanes are other threads
+    ("vectorize_loops", lambda s, ctx: s if is_gpu_target(ctx.target) else vectorize_loops(s, ctx)),
+    ("hoist_invariant_guards", hoist_invariant_guards),
     ("promote_accumulators", promote_accumulators),
     ("final_simplify", lambda s, ctx: simplify_stmt(s, affine_lets=True)),
+    ("gpu_kernels", gpu_kernels),
     ("merge_prefetches", merge_prefetches),
     ("mark_streaming_stores", mark_streaming_stores),
 ]

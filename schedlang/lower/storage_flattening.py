@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..algo import expr as E
 from ..algo import types as T
 from . import ir
+from .gpu_kernels import is_gpu_target
 from .simplify import const_value, simplify
 
 LOCAL_BYTES = 64 * 1024
@@ -63,8 +64,8 @@ def storage_flattening(stmt, ctx):
             for _, ext in s.bounds:
                 c = const_value(ext)
                 nbytes = None if (c is None or nbytes is None) else nbytes * c
-            if memory == "shared":
-                memory = "global"
+            if memory == "shared" and not is_gpu_target(ctx.target):
+                memory = "global"       # the GPU pass picks a scope from where it is
             if memory == "global" and nbytes is not None and nbytes <= LOCAL_BYTES:
                 memory = "local"
             ctx.allocations[f.name] = memory

@@ -661,8 +661,8 @@ def test_gpu_tile_on_intermediate_compiled_for_llvm():
     names_all(str(e.value), "gpu_", "g")
 
 
-@pytest.mark.parametrize("target", ["cuda", "cuda:sm_80", "hip", "metal", "bogus"])
-def test_compile_for_other_targets_raises_schedlang_error(target):
+@pytest.mark.parametrize("target", ["cuda:80", "cuda:gfx942", "hip:sm_80", "metal:m1", "bogus"])
+def test_compile_for_malformed_targets_raises_schedlang_error(target):
     A, g, f, y, x = build_two_stage()
     s = sl.Schedule(f)
     yo, xo, yi, xi = s[f].tile(y, x, 8, 8)

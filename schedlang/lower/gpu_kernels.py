@@ -1,0 +1,366 @@
+"""Pass (GPU targets only): GPU kernel extraction. Every nest of ``gpu_block`` loops becomes
+a ``GpuKernel`` launched by the host; statements outside any such nest that store
+something run as a one-block, one-thread kernel. Inside a block the schedule's
+``gpu_thread`` loop nests are *phases*: all threads of the block run one phase, meet at a
+barrier, then run the next, exactly as the loop IR orders them, so a Func computed at a
+block-level loop (a ``cache_read(..., memory="shared")``) is complete before its
+consumer's threads read it. Storage takes the scope its position allows: outside every
+kernel global device memory, at block level shared memory, inside a phase per-thread
+local memory; the last two need a size known when compiling.
+
+Example: ``gpu_block.x for b: [gpu_thread.x for t: S[t] = A[b*64 + t]]; [gpu_thread.x for
+t: C[...] = S[63 - t]]`` becomes one kernel of 64 threads with a barrier between the two
+phases.
+"""
+from __future__ import annotations
+
+from ..algo import expr as E
+from ..algo import types as T
+from ..errors import CompileError
+from . import ir
+from .interval import Interval, Scope, bounds_of
+from .simplify import const_value, simplify
+
+GPU_TARGETS = ("cuda", "hip", "metal")
+MAX_BLOCK_THREADS = 1024
+MAX_THREADS_PER_DIM = (1024, 1024, 64)
+# shared memory a block may use without opting in to more (48 KiB on every CUDA GPU;
+# HIP's LDS and Metal's threadgroup memory are at least 32 KiB, checked by their runtimes)
+MAX_SHARED_BYTES = 48 * 1024
+MAX_LOCAL_BYTES = 16 * 1024
+
+
+def is_gpu_target(target) -> bool:
+    """True for ``cuda[:sm_XX]``, ``hip[:gfxNNN]`` and ``metal``."""
+    return isinstance(target, str) and target.split(":", 1)[0] in GPU_TARGETS
+
+
+def gpu_kernels(stmt, ctx):
+    """The pass: host statements around ``GpuKernel`` launches (the identity for CPU
+    targets)."""
+    if not is_gpu_target(ctx.target):
+        return stmt
+    return _Host(ctx).stmt(stmt)
+
+
+def emulation_stmt(stmt):
+    """``stmt`` as a CPU runs it: GPU loops serial, barriers dropped, kernels inlined. The
+    phases of a block run one after the other, so this computes what the GPU computes; it
+    is how GPU schedules are checked on a machine without a GPU.
+    Example: ``compile_llvm(emulation_stmt(stmt), args, name, "llvm")``."""
+    def fn(s):
+        if isinstance(s, ir.GpuKernel):
+            return ir.map_stmt(s.body, fn)
+        if isinstance(s, ir.Barrier):
+            return ir.Evaluate(E.Const(0, T.int32))
+        if isinstance(s, ir.For) and s.kind in ("gpu_block", "gpu_thread"):
+            return ir.For(s.var, s.min, s.extent, "serial", ir.map_stmt(s.body, fn))
+        if isinstance(s, ir.Allocate) and s.memory == "shared":
+            return ir.Allocate(s.buffer, s.dtype, s.extents, "global", ir.map_stmt(s.body, fn))
+        return None
+    return ir.map_stmt(stmt, fn)
+
+
+def _has(s, pred):
+    found = []
+
+    def fn(n):
+        if not found and pred(n):
+            found.append(n)
+    ir.walk_stmt(s, fn)
+    return bool(found)
+
+
+def _is_loop(kind):
+    return lambda n: isinstance(n, ir.For) and n.kind == kind
+
+
+def _reads_memory(e):
+    found = []
+    E.walk_expr(e, lambda n: found.append(n) if isinstance(n, ir.Load) else None)
+    return bool(found)
+
+
+class _Host:
+    """Walks the statements the host runs; each GPU nest it meets becomes a kernel."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.count = 0
+        self.scope = Scope()          # host loop variables and their ranges
+        self.lets = {}
+
+    def loop_name(self, var):
+        stage, dim = self.ctx.loop_names.get(var, (None, var))
+        return f"{dim} of {stage}" if stage else dim
+
+    def stmt(self, s):
+        if s is None:
+            return None
+        if isinstance(s, ir.Block):
+            return ir.make_block([self.stmt(c) for c in s.stmts])
+        if not _has(s, _is_loop("gpu_block")):
+            if _has(s, lambda n: isinstance(n, (ir.Store, ir.TensorOp, ir.Assert))):
+                return self.kernel(s)
+            return s
+        if isinstance(s, ir.For) and s.kind == "gpu_block":
+            return self.kernel(s)
+        if isinstance(s, ir.LetStmt) and not _reads_memory(s.value):
+            self.lets[s.var] = s.value
+            body = self.stmt(s.body)
+            del self.lets[s.var]
+            return s.replace(body=body)
+        if isinstance(s, ir.For) and s.kind in ("serial", "unrolled", "vectorized", "parallel"):
+            self.scope.push(s.var, Interval(s.min, simplify(s.min + s.extent - 1)))
+            body = self.stmt(s.body)
+            self.scope.pop(s.var)
+            return ir.For(s.var, s.min, s.extent, "serial", body)
+        if isinstance(s, ir.IfThenElse) and not _reads_memory(s.cond):
+            return s.replace(then=self.stmt(s.then), else_=self.stmt(s.else_))
+        if isinstance(s, ir.Allocate):
+            return ir.Allocate(s.buffer, s.dtype, s.extents, "global", self.stmt(s.body))
+        # a statement the host cannot run that holds a kernel (a let read from memory
+        # around one): the whole of it runs as one block
+        return self.kernel(s)
+
+    def kernel(self, s):
+        """``s`` as one GpuKernel: its gpu_block loops are the grid."""
+        chain, inner, lets = [], s, {}
+        while True:
+            if isinstance(inner, ir.For) and inner.kind == "gpu_block":
+                chain.append(inner)
+                inner = inner.body
+            elif isinstance(inner, ir.LetStmt) and _has(inner.body, _is_loop("gpu_block")):
+                lets[inner.var] = inner.value
+                inner = inner.body
+            else:
+                break
+        inside = set()
+        for loop in chain:
+            for other in chain:
+                if other.var in E.expr_vars(loop.extent):
+                    raise CompileError(
+                        f"the gpu_blocks loop {self.loop_name(loop.var)} has an extent that "
+                        f"depends on the gpu_blocks loop {self.loop_name(other.var)}: a grid "
+                        "is a box; bind loops of fixed extents (split by a constant first)")
+            inside.add(loop.var)
+        nested = []
+        ir.walk_stmt(inner, lambda n: nested.append(n) if _is_loop("gpu_block")(n) else None)
+        if nested:
+            outer = self.loop_name(chain[-1].var) if chain else None
+            where = f"inside the gpu_blocks loop {outer} but not directly" if outer else \
+                "where the host runs it"
+            raise CompileError(
+                f"the gpu_blocks loop {self.loop_name(nested[0].var)} is {where}: the block "
+                "loops of one kernel must be nested in one another with nothing else between "
+                "them; reorder so they are outermost, or compute this stage at the gpu_blocks "
+                "loop and bind its own loops with gpu_threads")
+        block = _Block(self, [(lp.var, lp) for lp in chain], lets)
+        body = block.body(inner)
+        # rebuild the chain around the new block body
+        body = _rebuild(s, inner, body)
+        self.count += 1
+        return ir.GpuKernel(f"kernel{self.count - 1}", body, block.threads)
+
+
+def _rebuild(s, inner, new_inner):
+    """``s`` with its sub-statement ``inner`` (reached through the block chain) replaced."""
+    if s is inner:
+        return new_inner
+    return s.replace(body=_rebuild(s.body, inner, new_inner))
+
+
+class _Block:
+    """The statements one block runs: phases of threads, barriers between them."""
+
+    def __init__(self, host, chain, lets):
+        self.host = host
+        self.threads = [1, 1, 1]
+        self.scope = Scope()
+        for name, iv in host.scope.vars.items():
+            self.scope.vars[name] = list(iv)
+        for var, loop in chain:
+            self.scope.push(var, Interval(loop.min, simplify(loop.min + loop.extent - 1)))
+        self.lets = {**host.lets, **lets}
+
+    def body(self, s):
+        out, phased = self.stmt(s)
+        # the kernel's end needs no barrier
+        if phased and isinstance(out, ir.Block) and isinstance(out.stmts[-1], ir.Barrier):
+            out = ir.make_block(out.stmts[:-1])
+        elif phased and isinstance(out, ir.Barrier):
+            out = None
+        return out
+
+    def stmt(self, s):
+        """(the statement with barriers, whether it holds a phase)."""
+        if s is None:
+            return None, False
+        if isinstance(s, ir.For) and s.kind == "gpu_thread":
+            return ir.make_block([self.phase(s), ir.Barrier("shared")]), True
+        if not _has(s, _is_loop("gpu_thread")):
+            if _has(s, lambda n: isinstance(n, (ir.Store, ir.TensorOp, ir.Assert,
+                                                ir.Evaluate))):
+                single = ir.For(f"{self.host.count}.single", ir.i64(0), ir.i64(1), "gpu_thread",
+                                s, 0)
+                return ir.make_block([self.phase(single), ir.Barrier("shared")]), True
+            return s, False
+        if isinstance(s, ir.Block):
+            outs, any_phase = [], False
+            for c in s.stmts:
+                o, p = self.stmt(c)
+                outs.append(o)
+                any_phase |= p
+            return ir.make_block(outs), any_phase
+        if isinstance(s, ir.LetStmt):
+            self.lets[s.var] = s.value
+            body, p = self.stmt(s.body)
+            del self.lets[s.var]
+            return s.replace(body=body), p
+        if isinstance(s, ir.For):
+            self.scope.push(s.var, Interval(s.min, simplify(s.min + s.extent - 1)))
+            body, p = self.stmt(s.body)
+            self.scope.pop(s.var)
+            kind = "serial" if s.kind == "parallel" else s.kind
+            return ir.For(s.var, s.min, s.extent, kind, body), p
+        if isinstance(s, ir.IfThenElse):
+            then, p1 = self.stmt(s.then)
+            else_, p2 = self.stmt(s.else_)
+            return s.replace(then=then, else_=else_), p1 or p2
+        if isinstance(s, ir.Allocate):
+            body, p = self.stmt(s.body)
+            count = self.fixed_size(s, "shared", MAX_SHARED_BYTES)
+            return ir.Allocate(s.buffer, s.dtype, [ir.i64(count)], "shared", body), p
+        raise CompileError(f"a {type(s).__name__} statement around gpu_threads loops cannot "
+                           "run on the GPU; this is a schedlang bug, please report it")
+
+    def phase(self, s):
+        """Check one phase, widen the block's thread counts to hold it, and give its
+        per-thread storage a fixed size; returns the phase."""
+        dims_seen, sizes = {}, {}
+
+        def walk(n, in_alloc, scope_pushed):
+            if n is None:
+                return
+            if isinstance(n, ir.For):
+                if n.kind == "gpu_thread":
+                    if in_alloc is not None:
+                        raise CompileError(
+                            f"{in_alloc} is stored at a loop inside the gpu_threads loops, "
+                            f"so each thread would hold its own copy, but the gpu_threads "
+                            f"loop {self.host.loop_name(n.var)} fills or reads it across "
+                            "threads; compute it at a loop outside the gpu_threads loops "
+                            "(it then lives in shared memory), or inside the innermost one")
+                    prev = dims_seen.get(n.gpu_dim)
+                    if prev is not None and prev != n.var:
+                        raise CompileError(
+                            f"the gpu_threads loops {self.host.loop_name(prev)} and "
+                            f"{self.host.loop_name(n.var)} both run on thread dimension "
+                            f"{'xyz'[n.gpu_dim]} one after the other inside one thread "
+                            "loop nest, with no barrier between them; compute the first "
+                            "stage at a loop outside the gpu_threads loops")
+                    dims_seen[n.gpu_dim] = n.var
+                    ext = self.upper_bound(n.extent, f"the gpu_threads loop "
+                                           f"{self.host.loop_name(n.var)}")
+                    self.threads[n.gpu_dim] = max(self.threads[n.gpu_dim], ext)
+                self.scope.push(n.var, Interval(n.min, simplify(n.min + n.extent - 1)))
+                walk(n.body, in_alloc, scope_pushed)
+                self.scope.pop(n.var)
+                return
+            if isinstance(n, ir.LetStmt):
+                self.lets[n.var] = n.value
+                walk(n.body, in_alloc, scope_pushed)
+                del self.lets[n.var]
+                return
+            if isinstance(n, ir.Allocate):
+                if n.memory == "shared":
+                    raise CompileError(
+                        f"{n.buffer} is staged in shared memory at a loop inside the "
+                        "gpu_threads loops, where each thread would fill its own copy; "
+                        "compute_at a loop outside the gpu_threads loops (the gpu_blocks "
+                        "loop, or a serial loop inside it), or use memory='local'")
+                sizes[id(n)] = self.fixed_size(n, "local", MAX_LOCAL_BYTES)
+                walk(n.body, n.buffer, scope_pushed)
+                return
+            for c in ir.child_stmts(n):
+                walk(c, in_alloc, scope_pushed)
+        walk(s, None, None)
+        total = self.threads[0] * self.threads[1] * self.threads[2]
+        for d in range(3):
+            if self.threads[d] > MAX_THREADS_PER_DIM[d]:
+                raise CompileError(f"{self.threads[d]} threads along {'xyz'[d]} in one block; "
+                                   f"a GPU block holds at most {MAX_THREADS_PER_DIM[d]} there: "
+                                   "split the gpu_threads loop by a smaller factor")
+        if total > MAX_BLOCK_THREADS:
+            raise CompileError(f"a block of {' x '.join(map(str, self.threads))} = {total} "
+                               f"threads; a GPU block holds at most {MAX_BLOCK_THREADS}: "
+                               "split the gpu_threads loops by smaller factors")
+
+        def sized(n):
+            if isinstance(n, ir.Allocate) and id(n) in sizes:
+                return ir.Allocate(n.buffer, n.dtype, [ir.i64(sizes[id(n)])], "local",
+                                   ir.map_stmt(n.body, sized))
+            return None
+        return ir.map_stmt(s, sized)
+
+    def upper_bound(self, e, what):
+        """The largest value of ``e`` in this block, which must be a compile-time constant."""
+        e = simplify(ir.substitute_lets(e, self.lets))
+        best = None
+        for branch in _min_branches(e):
+            hi = bounds_of(simplify(branch), self.scope).hi
+            c = const_value(simplify(hi)) if hi is not None else None
+            if c is not None:
+                best = c if best is None else min(best, c)
+        if best is None:
+            raise CompileError(f"{what} has extent {_shown(e)}, which has no upper bound "
+                               "known when compiling; a GPU needs fixed block and storage "
+                               "sizes: split by a constant factor, or bound(...) the loop")
+        return max(int(best), 1)
+
+    def fixed_size(self, a, memory, limit):
+        """Check that allocation ``a`` has a compile-time size in ``memory``."""
+        count = 1
+        for x in a.extents:
+            count *= self.upper_bound(x, f"{a.buffer} (in {memory} memory)")
+        nbytes = count * a.dtype.bytes
+        if nbytes > limit:
+            raise CompileError(f"{a.buffer} needs up to {nbytes} bytes of {memory} memory, "
+                               f"more than the {limit} a GPU block may use: compute it at an "
+                               "inner loop, or over smaller tiles")
+        return count
+
+
+def _shown(e):
+    from .bounds_inference import user_text
+    return user_text(e)
+
+
+def _min_branches(e, depth=0):
+    """Expressions each at least ``e``: ``min(a, b) + r`` is at most ``a + r`` and at most
+    ``b + r``; interval arithmetic alone loses that ``a`` and ``r`` cancel (a tile's extent
+    ``min(t*16 + 15, N - 1) - t*16 + 1`` is at most 16)."""
+    if depth > 4:
+        return [e]
+    if isinstance(e, E.BinOp) and e.op == "min":
+        return _min_branches(e.a, depth + 1) + _min_branches(e.b, depth + 1)
+    if isinstance(e, E.BinOp) and e.op in ("add", "sub"):
+        for side in ("a", "b"):
+            x = getattr(e, side)
+            if side == "a" and isinstance(x, E.BinOp) and x.op == "min" or \
+                    side == "b" and e.op == "sub" and isinstance(x, E.BinOp) and x.op == "max":
+                other = e.b if side == "a" else e.a
+                out = []
+                for part in (x.a, x.b):
+                    out += _min_branches(E.BinOp(e.op, part, other) if side == "a"
+                                         else E.BinOp(e.op, other, part), depth + 1)
+                return out
+            if side == "b" and e.op == "add" and isinstance(x, E.BinOp) and x.op == "min":
+                out = []
+                for part in (x.a, x.b):
+                    out += _min_branches(E.BinOp("add", e.a, part), depth + 1)
+                return out
+        inner = _min_branches(e.a, depth + 1)
+        if len(inner) > 1:
+            return [E.BinOp(e.op, x, e.b) for x in inner]
+    return [e]
