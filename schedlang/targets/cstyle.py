@@ -35,6 +35,17 @@ class Language:
         self.bits_float, self.math, self.extra_params = bits_float, math, extra_params
         self.has_float64, self.launch_bounds, self.restrict = has_float64, launch_bounds, restrict
         self.int64_suffix = int64_suffix
+        self._fields = dict(prelude=prelude, kernel_prefix=kernel_prefix,
+                            buffer_param=buffer_param, scalar_param=scalar_param,
+                            block_idx=block_idx, thread_idx=thread_idx, barrier=barrier,
+                            shared=shared, types=types, float_bits=float_bits,
+                            bits_float=bits_float, math=math, extra_params=extra_params,
+                            has_float64=has_float64, launch_bounds=launch_bounds,
+                            restrict=restrict, int64_suffix=int64_suffix)
+
+    def fields(self):
+        """The keyword arguments this table was made from (to derive another language)."""
+        return dict(self._fields)
 
 
 class KernelInfo:

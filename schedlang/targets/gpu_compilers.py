@@ -422,8 +422,9 @@ __device__ inline void __syncthreads() {
 #define __SL_EXT2(n) extern "C" __device__ float n##f(float, float); \
   extern "C" __device__ double n(double, double);
 __SL_F1(sqrt) __SL_F1(fabs) __SL_F1(floor) __SL_F1(ceil) __SL_F1(trunc) __SL_F1(round)
-__SL_F1(rint) __SL_F1(exp) __SL_F1(exp2) __SL_F1(log) __SL_F1(log2) __SL_F1(sin) __SL_F1(cos)
-__SL_F2(fmin) __SL_F2(fmax) __SL_F2(pow) __SL_F2(copysign) __SL_F2(fmod)
+__SL_F1(rint) __SL_F2(fmin) __SL_F2(fmax) __SL_F2(copysign)
+__SL_EXT1(exp) __SL_EXT1(exp2) __SL_EXT1(log) __SL_EXT1(log2) __SL_EXT1(sin) __SL_EXT1(cos)
+__SL_EXT2(pow) __SL_EXT2(fmod)
 __SL_EXT1(tanh) __SL_EXT1(erf) __SL_EXT1(tan) __SL_EXT1(asin) __SL_EXT1(acos)
 __SL_EXT1(atan) __SL_EXT1(sinh) __SL_EXT1(cosh) __SL_EXT1(log10) __SL_EXT1(expm1)
 __SL_EXT1(log1p) __SL_EXT1(cbrt) __SL_EXT2(atan2)
@@ -432,6 +433,12 @@ __device__ inline double fma(double a, double b, double c) { return __builtin_fm
 __device__ inline float rsqrtf(float x) { return 1.0f / __builtin_sqrtf(x); }
 __device__ inline double rsqrt(double x) { return 1.0 / __builtin_sqrt(x); }
 __device__ inline float __expf(float x) { return __builtin_expf(x); }
+__device__ inline unsigned __float_as_uint(float x) { return __builtin_bit_cast(unsigned, x); }
+__device__ inline float __uint_as_float(unsigned x) { return __builtin_bit_cast(float, x); }
+__device__ inline long long __double_as_longlong(double x) {
+  return __builtin_bit_cast(long long, x); }
+__device__ inline double __longlong_as_double(long long x) {
+  return __builtin_bit_cast(double, x); }
 #define __SL_MINMAX(T) __device__ inline T min(T a, T b) { return a < b ? a : b; } \
   __device__ inline T max(T a, T b) { return a > b ? a : b; }
 __SL_MINMAX(int) __SL_MINMAX(unsigned) __SL_MINMAX(long long) __SL_MINMAX(unsigned long long)
