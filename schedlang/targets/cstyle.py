@@ -89,6 +89,9 @@ template<typename X> SL_FN X sl_fdiv_py(X a, X b, X r) {
   if (f > d) f -= 1;
   return (d - f > (X)0.5) ? f + 1 : f;
 }
+template<typename W, typename F> SL_FN W sl_f2i(F x, F limit) {
+  return (x >= -limit && x < limit) ? (W)x : (W)((sl_u64)1 << (8 * sizeof(W) - 1));
+}
 template<typename X> SL_FN X sl_fmin(X a, X b) { return (a < b || a != a) ? a : b; }
 template<typename X> SL_FN X sl_fmax(X a, X b) { return (a > b || a != a) ? a : b; }
 template<typename X> SL_FN X sl_imin(X a, X b) { return a < b ? a : b; }
@@ -251,7 +254,25 @@ class _Renderer:
             return f"({v} != 0)"
         if dst in HALF_TYPES:
             return self.round_to(f"(float)({v})", dst)
+        if e.value.dtype.is_float and dst.is_int:
+            v = self.float_to_int(v, e.value.dtype.element(), dst)
         return f"(({self.ctype(dst)})({v}))"
+
+    def float_to_int(self, v, src, dst):
+        """A float toward zero into ``dst`` as the CPU backend (and numpy on x86) converts:
+        through a signed conversion of ``float_conversion_width`` bits whose most negative
+        value stands for NaN and out-of-range values (a GPU's own conversion saturates and
+        gives 0 for NaN), unsigned types of that width shifted by 2**(w-1)."""
+        w = E.float_conversion_width(dst)
+        wide = self.ctype(T.int64 if w == 64 else T.int32)
+        limit = self.expr(E.Const(float(2 ** (w - 1)), T.float64 if src == T.float64
+                                  else T.float32))
+        signed = f"sl_f2i<{wide}>({v}, {limit})"
+        if dst.is_unsigned and dst.bits == w:
+            top = f"(({wide})((sl_u64)1 << {w - 1}))"
+            return (f"(({v}) >= {limit} ? (sl_f2i<{wide}>(({v}) - {limit}, {limit}) ^ {top}) "
+                    f": {signed})")
+        return signed
 
     def e_Select(self, e):
         return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"

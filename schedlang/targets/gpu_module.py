@@ -112,8 +112,7 @@ class GpuModule:
         driver = self._driver()
         if driver is None:
             return self._emulate(argv, nthreads)
-        with self._lock:
-            return self._run_on_device(driver, argv)
+        return self._run_on_device(driver, argv)
 
     # ------------------------------------------------------------------ emulator
     def _emulate(self, argv, nthreads):
