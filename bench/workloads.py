@@ -15,6 +15,18 @@ from schedlang.frontend.winograd import schedule_winograd, winograd_conv3x3, win
 from schedlang.targets.host_cpu import l2_cache_bytes, vector_lanes, vector_registers
 
 
+def gemm_algorithm(m, n, kk):
+    """``C = A @ B`` in float32 for ``A`` m x kk and ``B`` kk x n: (A, B, C, i, j, k).
+    Example: ``A, B, C, i, j, k = gemm_algorithm(64, 64, 64)``."""
+    A = sl.Input("A", sl.float32, (m, kk))
+    B = sl.Input("B", sl.float32, (kk, n))
+    i, j = sl.vars("i j")
+    k = sl.RDom(kk, name="k")
+    C = sl.Func("C", shape=(m, n))
+    C[i, j] = sl.sum(A[i, k] * B[k, j])
+    return A, B, C, i, j, k
+
+
 def parse_size(workload, text, allocates=True):
     """``--size``: gemm ``N`` or ``MxNxK``; conv ``NxCxHxWxK``; blur ``N`` or ``HxW``;
     softmax ``N`` or ``RxC``. With ``allocates`` (bench, tune), a size whose arrays would not
@@ -118,12 +130,7 @@ class Gemm(Workload):
         if self.dtype != "float32":
             return self.low_precision_algorithm()
         m, n, kk = self.size
-        A = sl.Input("A", sl.float32, (m, kk))
-        B = sl.Input("B", sl.float32, (kk, n))
-        i, j = sl.vars("i j")
-        k = sl.RDom(kk, name="k")
-        C = sl.Func("C", shape=(m, n))
-        C[i, j] = sl.sum(A[i, k] * B[k, j])
+        A, B, C, i, j, k = gemm_algorithm(m, n, kk)
         s = sl.Schedule(C)
         # register tile: ti rows x tj columns of C, 6 rows x 4 registers with AVX-512's 32
         # registers (24 accumulators), 6 x 2 with AVX2's 16 (4 a row spill)

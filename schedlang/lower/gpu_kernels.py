@@ -163,6 +163,18 @@ class _Host:
         return ir.GpuKernel(f"kernel{self.count - 1}", body, block.threads)
 
 
+def _without_last_barrier(s):
+    """``s`` less the barrier it ends with (the kernel's end needs none), looking through
+    the lets and allocations around its last statement."""
+    if isinstance(s, ir.Barrier):
+        return None
+    if isinstance(s, ir.Block):
+        return ir.make_block(list(s.stmts[:-1]) + [_without_last_barrier(s.stmts[-1])])
+    if isinstance(s, (ir.LetStmt, ir.Allocate)):
+        return s.replace(body=_without_last_barrier(s.body))
+    return s
+
+
 def _rebuild(s, inner, new_inner):
     """``s`` with its sub-statement ``inner`` (reached through the block chain) replaced."""
     if s is inner:
@@ -184,13 +196,7 @@ class _Block:
         self.lets = {**host.lets, **lets}
 
     def body(self, s):
-        out, phased = self.stmt(s)
-        # the kernel's end needs no barrier
-        if phased and isinstance(out, ir.Block) and isinstance(out.stmts[-1], ir.Barrier):
-            out = ir.make_block(out.stmts[:-1])
-        elif phased and isinstance(out, ir.Barrier):
-            out = None
-        return out
+        return _without_last_barrier(self.stmt(s)[0])
 
     def stmt(self, s):
         """(the statement with barriers, whether it holds a phase)."""

@@ -428,7 +428,8 @@ class _Renderer:
         v, t = self.name(s.var), self.ctype(s.min.dtype)
         lo = self.expr(s.min)
         if s.kind == "gpu_block":
-            self.emit(f"{{ const {t} {v} = {self.index_plus(t, self.lang.block_idx['xyz'[s.gpu_dim]], s.min)};")
+            block = self.lang.block_idx["xyz"[s.gpu_dim]]
+            self.emit(f"{{ const {t} {v} = {self.index_plus(t, block, s.min)};")
             self.stmt(s.body)
             self.emit("}")
             return

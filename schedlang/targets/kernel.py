@@ -540,18 +540,12 @@ class Kernel:
         run = (lambda: None) if self._all_empty(outs) else (lambda: self._run(values))
         for _ in range(max(0, warmup)):
             run()
-        times = []
-        t_end = time.perf_counter() + budget_s
-        while True:
+
+        def measure():
             t0 = time.perf_counter()
             run()
-            times.append(time.perf_counter() - t0)
-            if repeats is not None:
-                if len(times) >= repeats:
-                    break
-            elif len(times) >= 3 and time.perf_counter() > t_end:
-                break
-        return TimingStats(times)
+            return time.perf_counter() - t0
+        return _repeat_timing(measure, repeats, budget_s)
 
     def _time_on_device(self, call, warmup, repeats, budget_s):
         """GPU kernels timed by device events, their arguments copied to the device once
@@ -560,22 +554,31 @@ class Kernel:
             rc = call.run()
             if rc:
                 self._raise_status(rc)
-        times = []
-        t_end = time.perf_counter() + budget_s
-        while True:
+
+        def measure():
             seconds, rc = call.run_timed()
             if rc:
                 self._raise_status(rc)
-            times.append(seconds)
-            if repeats is not None:
-                if len(times) >= repeats:
-                    break
-            elif len(times) >= 3 and time.perf_counter() > t_end:
-                break
-        return TimingStats(times)
+            return seconds
+        return _repeat_timing(measure, repeats, budget_s)
 
     def __repr__(self):
         return f"<Kernel {', '.join(o.name for o in self.outputs)} target={self.target}>"
+
+
+def _repeat_timing(measure, repeats, budget_s):
+    """TimingStats of ``measure()`` (seconds of one run): exactly ``repeats`` runs, or at
+    least 3 and until ``budget_s`` seconds have passed."""
+    times = []
+    t_end = time.perf_counter() + budget_s
+    while True:
+        times.append(measure())
+        if repeats is not None:
+            if len(times) >= repeats:
+                break
+        elif len(times) >= 3 and time.perf_counter() > t_end:
+            break
+    return TimingStats(times)
 
 
 def _byte_text(shape, dtype):
