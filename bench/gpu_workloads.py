@@ -13,30 +13,41 @@ import schedlang as sl
 from schedlang.bench.workloads import gemm_algorithm
 
 
-def gemm_gpu(m, n, k, block=(64, 64), reg=(4, 4), k_tile=16):
+def gemm_gpu(m, n, k, block=(64, 64), reg=(4, 4), k_tile=16, registers_over_k=False):
     """C = A @ B: each block computes a ``block`` tile of C from ``k_tile``-deep slices of A
-    and B staged in shared memory; each thread keeps a ``reg`` tile of C in registers."""
+    and B staged in shared memory; each thread keeps a ``reg`` tile of C in registers
+    within a slice. With ``registers_over_k``, the slices are taken inside the thread
+    loops: each thread keeps its tile in registers over the whole of k, and the block's
+    threads fill the shared slices together between barriers."""
     A, B, C, i, j, _ = gemm_algorithm(m, n, k)
     s = sl.Schedule(C)
     io, jo, ii, ji = s[C].tile(i, j, *block)
     ti, ri = s[C].split(ii, reg[0], names=("ti", "ri"))
     tj, rj = s[C].split(ji, reg[1], names=("tj", "rj"))
     ko, ki = s[C].split("k", k_tile)
-    s[C].reorder(io, jo, ko, ti, tj, ki, ri, rj)
+    if registers_over_k:
+        s[C].reorder(io, jo, ti, tj, ko, ki, ri, rj)
+    else:
+        s[C].reorder(io, jo, ko, ti, tj, ki, ri, rj)
     s[C].gpu_blocks(jo, io).gpu_threads(tj, ti)
     s[C].unroll(ri).unroll(rj)
+    _stage_slices(s, C, A, B, ko, block, reg, k_tile)
+    return C, s
+
+
+def _stage_slices(s, C, A, B, ko, block, reg, k_tile):
+    """Copy the k slices of A and B to shared memory at ``ko``, with the block's threads:
+    x over contiguous elements, y over rows."""
     threads_y, threads_x = block[0] // reg[0], block[1] // reg[1]
     for src, rows, cols in ((A, block[0], k_tile), (B, k_tile, block[1])):
         st = s[src].cache_read(C, memory="shared")
         s[st].compute_at(C, ko)
         y, x = [d.name for d in s[st].dims]
-        # the same threads copy the slices: x over contiguous elements, y over rows
         tx, ty = min(cols, threads_x), min(rows, threads_y)
         xo, xi = s[st].split(x, tx)
         yo, yi = s[st].split(y, ty)
         s[st].reorder(yi, xi, yo, xo)
         s[st].gpu_threads(xi, yi)
-    return C, s
 
 
 def softmax_gpu(rows, cols):
@@ -66,7 +77,8 @@ def main():
     rows = []
     # (block tile, register tile per thread, k slice): gemm_gpu's defaults ran fastest on an
     # H200 (10-13 TFLOP/s); 128 x 128 tiles of 8 x 8 registers ran at 2.6-5 TFLOP/s
-    configs = {"64x64/4x4/k16": ((64, 64), (4, 4), 16)}
+    configs = {"64x64/4x4/k16": ((64, 64), (4, 4), 16, False),
+               "64x64/4x4/k16 registers over k": ((64, 64), (4, 4), 16, True)}
     for size in (1024, 2048, 4096):
         for label, cfg in configs.items():
             C, s = gemm_gpu(size, size, size, *cfg)

@@ -546,6 +546,12 @@ def cmd_show(args):
     w = make_workload(args.workload, args.size or WORKLOADS[args.workload].default_sizes[0],
                       args.stride, args.kernel, allocates=False)
     outs, s = w.algorithm()
+    from schedlang.compiler import check_target
+    if not args.schedule and check_target(args.target) != "llvm":
+        # the workloads' schedules are written for CPUs (one thread, stack buffers larger
+        # than a GPU's local memory): a GPU target shows its default schedule
+        from schedlang.schedule.gpu_default import gpu_default_schedule
+        s = gpu_default_schedule(list(outs) if isinstance(outs, (list, tuple)) else [outs])
     if args.schedule:
         try:
             with open(args.schedule) as fh:

@@ -280,9 +280,21 @@ def user_names(e):
     return E.map_expr(e, fn)
 
 
-def func_box(stmt, func, kinds=("call", "provide")):
+def thread_scope(loops):
+    """A Scope in which the gpu_thread loops ``loops`` range over all their iterations
+    (None when there are none)."""
+    if not loops:
+        return None
+    scope = Scope()
+    for t in loops:
+        scope.push(t.var, Interval(t.min, simplify(t.min + t.extent - 1)))
+    return scope
+
+
+def func_box(stmt, func, kinds=("call", "provide"), scope=None):
     """The union box (one Interval per dimension) of the accesses to ``func`` in ``stmt``,
-    or None when there are none."""
+    or None when there are none. ``scope``: ranges of variables bound outside ``stmt``
+    over which the box is taken too (others are fixed symbols)."""
     box = [None]
     sites = []
 
@@ -292,7 +304,7 @@ def func_box(stmt, func, kinds=("call", "provide")):
         ivs = [bounds_of(ir.as_int64(a), scope) for a in args]
         sites.append(args)
         box[0] = ivs if box[0] is None else [union(x, y) for x, y in zip(box[0], ivs)]
-    AccessBoxes(visit, only=func).stmt(stmt)
+    AccessBoxes(visit, scope=scope, only=func).stmt(stmt)
     return box[0], sites
 
 
@@ -307,13 +319,23 @@ def require_bounded(box, sites, func, what):
 
 
 def bounds_inference(stmt, ctx):
-    """Fill the bounds of every Realize from the accesses inside it."""
+    """Fill the bounds of every Realize from the accesses inside it. A Func in shared memory
+    stored inside gpu_threads loops is filled by all the block's threads together, so its
+    region is what every thread of those loops reads, not one thread's part."""
+    threads = []        # the gpu_thread loops around the statement being rewritten
+
     def stmt_fn(s):
+        if isinstance(s, ir.For) and s.kind == "gpu_thread":
+            threads.append(s)
+            body = ir.map_stmt(s.body, stmt_fn)
+            threads.pop()
+            return s.replace(body=body)
         if isinstance(s, ir.Realize):
             body = ir.map_stmt(s.body, stmt_fn)
             if s.bounds:     # sized by the pass that made it (double buffering)
                 return ir.Realize(s.func, s.bounds, s.memory, body)
-            box, sites = func_box(body, s.func)
+            box, sites = func_box(body, s.func, scope=thread_scope(threads)
+                                  if s.memory == "shared" else None)
             if box is None:
                 return body
             require_bounded(box, sites, s.func, "stored")

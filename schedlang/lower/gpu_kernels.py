@@ -18,7 +18,7 @@ from ..algo import expr as E
 from ..algo import types as T
 from ..errors import CompileError
 from . import ir
-from .interval import Interval, Scope, bounds_of
+from .interval import Interval, Scope, bounds_of, min_branches
 from .simplify import const_value, simplify
 
 GPU_TARGETS = ("cuda", "hip", "metal")
@@ -157,10 +157,81 @@ class _Host:
                 "loop and bind its own loops with gpu_threads")
         block = _Block(self, [(lp.var, lp) for lp in chain], lets)
         body = block.body(inner)
+        for threads in block.cooperative:
+            self.check_every_thread_runs(threads, block.threads)
         # rebuild the chain around the new block body
         body = _rebuild(s, inner, body)
         self.count += 1
         return ir.GpuKernel(f"kernel{self.count - 1}", body, block.threads)
+
+    def check_every_thread_runs(self, chain, threads):
+        """A phase whose threads fill shared memory together meets at barriers, which every
+        thread of the block must reach: its thread loops must span the whole block."""
+        extents = [1, 1, 1]
+        for loop in chain:
+            c = const_value(simplify(loop.extent))
+            extents[loop.gpu_dim] = c if c is not None else -1
+        if extents != list(threads):
+            names = ", ".join(f"{self.loop_name(x.var)} ({_shown(x.extent)})" for x in chain)
+            raise CompileError(
+                f"the gpu_threads loops {names} wait at barriers for the threads filling "
+                f"shared memory inside them, so they must span the whole block of "
+                f"{' x '.join(map(str, threads))} threads; split them by factors that give "
+                "that many threads, with no tail (or make the fill use as many threads)")
+
+
+def _stored(s):
+    out = set()
+    ir.walk_stmt(s, lambda n: out.add(n.buffer) if isinstance(n, ir.Store) else None)
+    return out
+
+
+def _loaded(s):
+    out = set()
+    for n in _all_stmts(s):
+        for e in ir.stmt_exprs(n):
+            E.walk_expr(e, lambda m: out.add(m.buffer) if isinstance(m, ir.Load) else None)
+    return out
+
+
+def _all_stmts(s):
+    out = []
+    ir.walk_stmt(s, out.append)
+    return out
+
+
+def _free_vars(s):
+    """The variables statement ``s`` uses that it does not bind."""
+    used, bound = set(), set()
+    for n in _all_stmts(s):
+        if isinstance(n, (ir.For, ir.LetStmt)):
+            bound.add(n.var)
+        for e in ir.stmt_exprs(n):
+            used |= E.expr_vars(e)
+    return used - bound
+
+
+def _outer_buffers(phase, nest):
+    """Buffers that are not allocated between the phase's root and ``nest`` (a nested fill
+    may store only into the shared memory allocated around it, inside the phase)."""
+    inside = {n.buffer for n in _path_to(phase, nest) if isinstance(n, ir.Allocate)
+              and n.memory == "shared"}
+    return _stored(nest) - inside
+
+
+def _path_to(root, target):
+    """The statements from ``root`` down to (not including) ``target``."""
+    def go(n):
+        if n is None:
+            return None
+        if n is target:
+            return []
+        for c in ir.child_stmts(n):
+            p = go(c)
+            if p is not None:
+                return [n] + p
+        return None
+    return go(root) or []
 
 
 def _without_last_barrier(s):
@@ -188,6 +259,7 @@ class _Block:
     def __init__(self, host, chain, lets):
         self.host = host
         self.threads = [1, 1, 1]
+        self.cooperative = []     # the thread-loop chains of phases with nested fills
         self.scope = Scope()
         for name, iv in host.scope.vars.items():
             self.scope.vars[name] = list(iv)
@@ -242,55 +314,67 @@ class _Block:
 
     def phase(self, s):
         """Check one phase, widen the block's thread counts to hold it, and give its
-        per-thread storage a fixed size; returns the phase."""
-        dims_seen, sizes = {}, {}
+        per-thread storage a fixed size; returns the phase. A gpu_threads nest inside the
+        phase's own thread loops (under a serial loop: a shared-memory stage) is filled by
+        the block's threads together, between barriers (``_cooperative``)."""
+        sizes = {}
+        chain, n = [], s
+        while isinstance(n, (ir.For, ir.LetStmt)):
+            if isinstance(n, ir.For):
+                if n.kind != "gpu_thread":
+                    break
+                chain.append(n)
+            n = n.body
+        chain_ids = {id(x) for x in chain}
+        chain_vars = {x.var for x in chain}
+        nested = []
 
-        def walk(n, in_alloc, scope_pushed):
+        def widen(loop):
+            ext = self.upper_bound(loop.extent, f"the gpu_threads loop "
+                                   f"{self.host.loop_name(loop.var)}")
+            self.threads[loop.gpu_dim] = max(self.threads[loop.gpu_dim], ext)
+
+        def walk(n, allocs, inside_nest):
             if n is None:
                 return
             if isinstance(n, ir.For):
                 if n.kind == "gpu_thread":
-                    if in_alloc is not None:
-                        raise CompileError(
-                            f"{in_alloc} is stored at a loop inside the gpu_threads loops, "
-                            f"so each thread would hold its own copy, but the gpu_threads "
-                            f"loop {self.host.loop_name(n.var)} fills or reads it across "
-                            "threads; compute it at a loop outside the gpu_threads loops "
-                            "(it then lives in shared memory), or inside the innermost one")
-                    prev = dims_seen.get(n.gpu_dim)
-                    if prev is not None and prev != n.var:
-                        raise CompileError(
-                            f"the gpu_threads loops {self.host.loop_name(prev)} and "
-                            f"{self.host.loop_name(n.var)} both run on thread dimension "
-                            f"{'xyz'[n.gpu_dim]} one after the other inside one thread "
-                            "loop nest, with no barrier between them; compute the first "
-                            "stage at a loop outside the gpu_threads loops")
-                    dims_seen[n.gpu_dim] = n.var
-                    ext = self.upper_bound(n.extent, f"the gpu_threads loop "
-                                           f"{self.host.loop_name(n.var)}")
-                    self.threads[n.gpu_dim] = max(self.threads[n.gpu_dim], ext)
+                    if id(n) not in chain_ids and not inside_nest:
+                        self.check_cooperative(n, s, chain, chain_vars, allocs)
+                        nested.append(n)
+                        inside_nest = True
+                    widen(n)
                 self.scope.push(n.var, Interval(n.min, simplify(n.min + n.extent - 1)))
-                walk(n.body, in_alloc, scope_pushed)
+                walk(n.body, allocs, inside_nest)
                 self.scope.pop(n.var)
                 return
             if isinstance(n, ir.LetStmt):
                 self.lets[n.var] = n.value
-                walk(n.body, in_alloc, scope_pushed)
+                walk(n.body, allocs, inside_nest)
                 del self.lets[n.var]
                 return
             if isinstance(n, ir.Allocate):
-                if n.memory == "shared":
+                filled = _has(n.body, lambda m: _is_loop("gpu_thread")(m) and id(m) not in
+                              chain_ids and n.buffer in _stored(m))
+                if n.memory == "shared" and not filled:
                     raise CompileError(
                         f"{n.buffer} is staged in shared memory at a loop inside the "
                         "gpu_threads loops, where each thread would fill its own copy; "
-                        "compute_at a loop outside the gpu_threads loops (the gpu_blocks "
-                        "loop, or a serial loop inside it), or use memory='local'")
-                sizes[id(n)] = self.fixed_size(n, "local", MAX_LOCAL_BYTES)
-                walk(n.body, n.buffer, scope_pushed)
+                        "bind its loops with gpu_threads (the block's threads then fill it "
+                        "together), compute_at a loop outside the gpu_threads loops, or use "
+                        "memory='local'")
+                if filled:
+                    count = self.fixed_size(n, "shared", MAX_SHARED_BYTES)
+                    sizes[id(n)] = (count, "shared")
+                else:
+                    sizes[id(n)] = (self.fixed_size(n, "local", MAX_LOCAL_BYTES), "local")
+                walk(n.body, allocs + ([] if filled else [n.buffer]), inside_nest)
                 return
             for c in ir.child_stmts(n):
-                walk(c, in_alloc, scope_pushed)
-        walk(s, None, None)
+                walk(c, allocs, inside_nest)
+        walk(s, [], False)
+        if nested:
+            self.cooperative.append(chain)
         total = self.threads[0] * self.threads[1] * self.threads[2]
         for d in range(3):
             if self.threads[d] > MAX_THREADS_PER_DIM[d]:
@@ -302,27 +386,106 @@ class _Block:
                                f"threads; a GPU block holds at most {MAX_BLOCK_THREADS}: "
                                "split the gpu_threads loops by smaller factors")
 
+        nested_ids = {id(x) for x in nested}
+
         def sized(n):
             if isinstance(n, ir.Allocate) and id(n) in sizes:
-                return ir.Allocate(n.buffer, n.dtype, [ir.i64(sizes[id(n)])], "local",
+                count, memory = sizes[id(n)]
+                return ir.Allocate(n.buffer, n.dtype, [ir.i64(count)], memory,
                                    ir.map_stmt(n.body, sized))
+            if id(n) in nested_ids:
+                # the threads wait for the last readers before refilling, and for the fill
+                # before reading
+                return ir.Block([ir.Barrier("shared"), n, ir.Barrier("shared")])
             return None
         return ir.map_stmt(s, sized)
+
+    def check_cooperative(self, nest, phase, chain, chain_vars, allocs):
+        """Refuse a gpu_threads ``nest`` inside the phase's thread loops ``chain`` that the
+        block's threads cannot run together: one that depends on the chain's variables,
+        stores outside the shared memory it fills, reads what the phase's threads write, or
+        sits under a loop or condition that differs between threads (a barrier needs all)."""
+        name = self.host.loop_name(nest.var)
+        outer = ", ".join(self.host.loop_name(x.var) for x in chain)
+        used = set()
+        for v in _free_vars(nest):
+            # through the lets it reads: a region min that depends on a thread's index
+            used |= E.expr_vars(ir.substitute_lets(E.Var(v, T.int64), self.lets)) | {v}
+        used &= chain_vars
+        if used:
+            raise CompileError(
+                f"the gpu_threads loop {name} runs inside the gpu_threads loops {outer} and "
+                f"depends on {self.host.loop_name(sorted(used)[0])}; the block's threads can "
+                "run a nested thread loop together only when it is the same for every "
+                "thread (a stage filling shared memory): compute it at a loop outside the "
+                "gpu_threads loops, or leave its loops serial")
+        written_here = _stored(phase) - _stored(nest)
+        if _stored(nest) & (set(allocs) | _outer_buffers(phase, nest)) or \
+                _loaded(nest) & written_here:
+            raise CompileError(
+                f"the gpu_threads loop {name} runs inside the gpu_threads loops {outer} but "
+                "writes storage other than the shared memory it fills, or reads what those "
+                "threads write; only a shared-memory stage (cache_read(..., memory='shared') "
+                "computed at a loop inside the thread loops) can be filled there")
+        path = _path_to(phase, nest)
+        for n in path:
+            exprs = [n.min, n.extent] if isinstance(n, ir.For) else \
+                [n.cond] if isinstance(n, ir.IfThenElse) else []
+            if any(E.expr_vars(e) & chain_vars for e in exprs):
+                raise CompileError(
+                    f"the gpu_threads loop {name} runs inside the gpu_threads loops {outer} "
+                    "under a loop or condition that differs between their threads, so not "
+                    "every thread would reach its barriers; make the loops around it the "
+                    "same for every thread (split by constant factors)")
 
     def upper_bound(self, e, what):
         """The largest value of ``e`` in this block, which must be a compile-time constant."""
         e = simplify(ir.substitute_lets(e, self.lets))
-        best = None
-        for branch in _min_branches(e):
-            hi = bounds_of(simplify(branch), self.scope).hi
-            c = const_value(simplify(hi)) if hi is not None else None
-            if c is not None:
-                best = c if best is None else min(best, c)
+        best = self.const_hi(e)
+        if best is None:
+            best = self.assumed_hi(e)
         if best is None:
             raise CompileError(f"{what} has extent {_shown(e)}, which has no upper bound "
                                "known when compiling; a GPU needs fixed block and storage "
                                "sizes: split by a constant factor, or bound(...) the loop")
         return max(int(best), 1)
+
+    def assumed_hi(self, e):
+        """The least constant of the user's facts (``s.assume(W <= 64)``) that bounds ``e``
+        in this block, or None."""
+        from .prove import prove
+        facts = list(self.host.ctx.user_facts)
+        hi = bounds_of(e, self.scope).hi
+        if hi is None or not facts:
+            return None
+        found = set()
+        for f in facts:
+            E.walk_expr(f, lambda n: found.add(n.value) if isinstance(n, E.Const) and
+                        isinstance(n.value, int) and not isinstance(n.value, bool) else None)
+        for c in sorted(found | {c - 1 for c in found}):
+            if c > 0 and prove(E.binary("le", hi, E.Const(c, hi.dtype)), self.host.ctx.facts):
+                return c
+        return None
+
+    def const_hi(self, e):
+        """A constant upper bound of ``e`` in this block, or None. Through min, max and a
+        constant added (a double-buffered stage's size is ``max(min(K - 1, 7), ...) + 1``)."""
+        if isinstance(e, E.BinOp) and e.op in ("min", "max"):
+            a, b = self.const_hi(e.a), self.const_hi(e.b)
+            if e.op == "max":
+                return None if a is None or b is None else max(a, b)
+            return a if b is None else b if a is None else min(a, b)
+        if isinstance(e, E.BinOp) and e.op in ("add", "sub") and const_value(e.b) is not None:
+            a = self.const_hi(e.a)
+            if a is not None:
+                return a + const_value(e.b) if e.op == "add" else a - const_value(e.b)
+        best = None
+        for branch in min_branches(e):
+            hi = bounds_of(simplify(branch), self.scope).hi
+            c = const_value(simplify(hi)) if hi is not None else None
+            if c is not None:
+                best = c if best is None else min(best, c)
+        return best
 
     def fixed_size(self, a, memory, limit):
         """Check that allocation ``a`` has a compile-time size in ``memory``."""
@@ -340,33 +503,3 @@ class _Block:
 def _shown(e):
     from .bounds_inference import user_text
     return user_text(e)
-
-
-def _min_branches(e, depth=0):
-    """Expressions each at least ``e``: ``min(a, b) + r`` is at most ``a + r`` and at most
-    ``b + r``; interval arithmetic alone loses that ``a`` and ``r`` cancel (a tile's extent
-    ``min(t*16 + 15, N - 1) - t*16 + 1`` is at most 16)."""
-    if depth > 4:
-        return [e]
-    if isinstance(e, E.BinOp) and e.op == "min":
-        return _min_branches(e.a, depth + 1) + _min_branches(e.b, depth + 1)
-    if isinstance(e, E.BinOp) and e.op in ("add", "sub"):
-        for side in ("a", "b"):
-            x = getattr(e, side)
-            if side == "a" and isinstance(x, E.BinOp) and x.op == "min" or \
-                    side == "b" and e.op == "sub" and isinstance(x, E.BinOp) and x.op == "max":
-                other = e.b if side == "a" else e.a
-                out = []
-                for part in (x.a, x.b):
-                    out += _min_branches(E.BinOp(e.op, part, other) if side == "a"
-                                         else E.BinOp(e.op, other, part), depth + 1)
-                return out
-            if side == "b" and e.op == "add" and isinstance(x, E.BinOp) and x.op == "min":
-                out = []
-                for part in (x.a, x.b):
-                    out += _min_branches(E.BinOp("add", e.a, part), depth + 1)
-                return out
-        inner = _min_branches(e.a, depth + 1)
-        if len(inner) > 1:
-            return [E.BinOp(e.op, x, e.b) for x in inner]
-    return [e]

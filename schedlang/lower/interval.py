@@ -293,3 +293,38 @@ def _positive(x):
     if v is not None:
         return v > 0
     return isinstance(x, E.SizeVar)
+
+
+def min_branches(e, depth=0):
+    """Expressions each at least ``e``: ``min(a, b) + r`` is at most ``a + r`` and at most
+    ``b + r``; interval arithmetic alone loses that ``a`` and ``r`` cancel (a tile's extent
+    ``min(t*16 + 15, N - 1) - t*16 + 1`` is at most 16)."""
+    if depth > 4:
+        return [e]
+    if isinstance(e, E.BinOp) and e.op == "floordiv" and (const_value(e.b) or 0) > 0:
+        # floor division by a positive constant is monotone: min(a, b) // c <= a // c
+        inner = min_branches(e.a, depth + 1)
+        if len(inner) > 1:
+            return [E.BinOp("floordiv", x, e.b) for x in inner]
+    if isinstance(e, E.BinOp) and e.op == "min":
+        return min_branches(e.a, depth + 1) + min_branches(e.b, depth + 1)
+    if isinstance(e, E.BinOp) and e.op in ("add", "sub"):
+        for side in ("a", "b"):
+            x = getattr(e, side)
+            if side == "a" and isinstance(x, E.BinOp) and x.op == "min" or \
+                    side == "b" and e.op == "sub" and isinstance(x, E.BinOp) and x.op == "max":
+                other = e.b if side == "a" else e.a
+                out = []
+                for part in (x.a, x.b):
+                    out += min_branches(E.BinOp(e.op, part, other) if side == "a"
+                                         else E.BinOp(e.op, other, part), depth + 1)
+                return out
+            if side == "b" and e.op == "add" and isinstance(x, E.BinOp) and x.op == "min":
+                out = []
+                for part in (x.a, x.b):
+                    out += min_branches(E.BinOp("add", e.a, part), depth + 1)
+                return out
+        inner = min_branches(e.a, depth + 1)
+        if len(inner) > 1:
+            return [E.BinOp(e.op, x, e.b) for x in inner]
+    return [e]

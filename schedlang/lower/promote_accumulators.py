@@ -54,24 +54,46 @@ def _disjoint(a, b):
 
 def _straight_nest(body):
     """True when ``body`` holds only straight-line statements and serial loops that run a
-    constant, positive number of times (so every access in it runs whenever it is entered)."""
-    ok = [True]
+    constant, positive number of times (so every access in it runs whenever it is entered).
+    On a GPU, a block's threads filling a shared-memory buffer allocated in ``body`` (a
+    gpu_threads nest that stores only there) may sit among them: it touches nothing else."""
+    shared = set()
+    ir.walk_stmt(body, lambda s: shared.add(s.buffer) if isinstance(s, ir.Allocate)
+                 and s.memory == "shared" else None)
 
-    def check(s):
+    def ok(s):
+        if s is None:
+            return True
+        if isinstance(s, ir.Allocate) and s.memory == "shared":
+            return ok(s.body)
+        if isinstance(s, ir.For) and s.kind == "gpu_thread":
+            return _stored_buffers(s) <= shared and not (_loaded_buffers(s) & (
+                _stored_buffers(body) - shared))
         if isinstance(s, (ir.Allocate, ir.Assert, ir.IfThenElse, ir.TensorOp)):
-            ok[0] = False
-        elif isinstance(s, ir.For):
+            return False
+        if isinstance(s, ir.For):
             ext = simplify(s.extent)
             if s.kind != "serial" or not (isinstance(ext, E.Const) and ext.value > 0):
-                ok[0] = False
-    ir.walk_stmt(body, check)
-    return ok[0]
+                return False
+        return all(ok(c) for c in ir.child_stmts(s))
+    return ok(body)
 
 
 def _stored_buffers(s):
     """The buffers statement ``s`` stores to."""
     found = set()
     ir.walk_stmt(s, lambda n: found.add(n.buffer) if isinstance(n, ir.Store) else None)
+    return found
+
+
+def _loaded_buffers(s):
+    """The buffers statement ``s`` loads from."""
+    found = set()
+
+    def fn(n):
+        for e in ir.stmt_exprs(n):
+            E.walk_expr(e, lambda m: found.add(m.buffer) if isinstance(m, ir.Load) else None)
+    ir.walk_stmt(s, fn)
     return found
 
 
@@ -189,8 +211,12 @@ class _Promoter:
                 return ir.Evaluate(ex(s.value))
             if isinstance(s, ir.FlatPrefetch):
                 return s.replace(index=ex(s.index))
+            if isinstance(s, ir.For) and s.kind == "gpu_thread":
+                return s        # a shared-memory fill: it touches no accumulator
             if isinstance(s, ir.For):
                 return s.replace(min=ex(s.min), extent=ex(s.extent), body=rewrite(s.body, env))
+            if isinstance(s, ir.Allocate):
+                return s.replace(body=rewrite(s.body, env))
             raise AssertionError(f"internal error: unexpected {type(s).__name__} in a loop body")
         pre, post = [], []
         for (buf, _), (name, idx, dt, lanes) in temps.items():

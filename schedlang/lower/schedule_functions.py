@@ -13,8 +13,8 @@ from ..algo import expr as E
 from ..algo import types as T
 from ..errors import AlgorithmError, ScheduleError
 from . import ir
-from .bounds_inference import func_box, require_bounded
-from .interval import Interval, Scope, bounds_of, union
+from .bounds_inference import func_box, require_bounded, thread_scope
+from .interval import Interval, Scope, bounds_of, min_branches, union
 from .loop_nests import build_func, build_stage
 from .prove import prove
 from .simplify import simplify
@@ -35,11 +35,12 @@ def count_calls(s, func):
     return n[0] + sum(count_calls(c, func) for c in ir.child_stmts(s))
 
 
-def _demand(ctx, f, demand_stmt):
+def _demand(ctx, f, demand_stmt, scope=None):
     """The region of ``f`` its consumers in ``demand_stmt`` need: [(min, extent)] per
     dimension (a ``bound()`` replaces the inferred one), or None when nothing reads f.
+    ``scope``: loops around ``demand_stmt`` whose every iteration's need counts.
     Records it in ``ctx.region_values`` so tail decisions can use the real sizes."""
-    box, sites = func_box(demand_stmt, f, kinds=("call",))
+    box, sites = func_box(demand_stmt, f, kinds=("call",), scope=scope)
     if box is None:
         return None
     require_bounded(box, sites, f, "needed by its consumers")
@@ -212,7 +213,12 @@ def inject(ctx, stmt, f):
         nest = _region_lets(ctx, f, region, build_func(ctx, f))
         return ir.Realize(f, [], memory, ir.make_block([nest, stmt]))
     loop = _target_loop(ctx, stmt, f, fs.compute, "compute_at")
-    region = _demand(ctx, f, loop.body)
+    scope = None
+    if memory == "shared":
+        # the block's threads fill a shared Func together: its region is what all the
+        # gpu_threads loops around it read, not one thread's part
+        scope = thread_scope([s for s in _loops_down_to(stmt, loop) if s.kind == "gpu_thread"])
+    region = _demand(ctx, f, loop.body, scope)
     if region is None:
         return stmt
     if fs.double_buffer:
@@ -242,6 +248,17 @@ def inject(ctx, stmt, f):
                             f"level must be outside the compute level "
                             f"({fs.compute[1].name}.{fs.compute[3]})")
     return _replace_loop(stmt, store, ir.Realize(f, [], memory, store.body))[0]
+
+
+def _loops_down_to(s, target):
+    """The For loops on the path from ``s`` down to loop ``target`` (not included)."""
+    if s is None or s is target:
+        return [] if s is target else None
+    for c in ir.child_stmts(s):
+        path = _loops_down_to(c, target)
+        if path is not None:
+            return ([s] if isinstance(s, ir.For) else []) + path
+    return None
 
 
 def _parallel_between(s, var):
@@ -321,11 +338,11 @@ def double_buffered(ctx, stmt, f, loop, region, memory):
     bounds = [(E.Const(0, T.int64), E.Const(2, T.int64))]
     written, _ = func_box(ir.make_block([prologue, produce_next]), f, kinds=("provide",))
     for d, (lo, ext, _) in enumerate(region):
-        hi = bounds_of(ext, scope).hi
+        hi = _tight_hi(ext, scope)
         if written is not None:
             w = written[d + 1]
             w_lo = None if w.lo is None else bounds_of(simplify(w.lo), scope).lo
-            w_hi = None if w.hi is None else bounds_of(simplify(w.hi + 1), scope).hi
+            w_hi = None if w.hi is None else _tight_hi(simplify(w.hi + 1), scope)
             if w_lo is None or w_hi is None or not prove(E.binary("ge", w_lo, 0), ctx.facts):
                 hi = None
             elif hi is not None:
@@ -339,6 +356,28 @@ def double_buffered(ctx, stmt, f, loop, region, memory):
     def fn(x):
         return replacement if x is loop else None
     return ir.map_stmt(stmt, fn)
+
+
+def _tight_hi(e, scope):
+    """An upper bound of ``e`` over ``scope``, keeping what interval arithmetic loses: a
+    tile's extent ``min(t*8 + 7, K - 1) - t*8 + 1`` is at most 8 (a GPU sizes shared
+    memory from this), not K."""
+    if isinstance(e, E.BinOp) and e.op in ("min", "max"):
+        a, b = _tight_hi(e.a, scope), _tight_hi(e.b, scope)
+        if a is None or b is None:
+            return (a if b is None else b) if e.op == "min" else None
+        return simplify(E.binary(e.op, a, b))
+    if isinstance(e, E.BinOp) and e.op in ("add", "sub") and isinstance(e.b, E.Const):
+        a = _tight_hi(e.a, scope)
+        return None if a is None else simplify(E.binary(e.op, a, e.b))
+    hi = bounds_of(e, scope).hi
+    branches = min_branches(e)
+    if len(branches) > 1:
+        for x in branches:
+            h = bounds_of(simplify(x), scope).hi
+            if h is not None:
+                hi = h if hi is None else simplify(E.binary("min", hi, h))
+    return hi
 
 
 def schedule_functions(stmt, ctx):

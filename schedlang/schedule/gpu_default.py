@@ -53,14 +53,18 @@ def _tiles(stage, pure, rvars):
 
 
 def _row_reduction(s, f, stage, pure, rvar):
-    """One block per row (the pure loops fused), its threads over strided partials."""
+    """One block per row (its pure loops on the grid), its threads over strided partials."""
     ro, ri = stage.split(rvar, ROW_THREADS)
     partial = stage.rfactor(ri)
-    row = pure[0]
-    for other in pure[1:]:
-        row = stage.fuse(row, other)
-    stage.gpu_blocks(row)
-    s[partial].compute_at(f, row)
+    # the row's own loops on the grid, the leading ones fused past three: the partials
+    # computed at a fused loop would span every row its index splits into (bounds
+    # inference cannot see that a // and a % of one value name one row), too many for
+    # shared memory
+    rows = list(pure)
+    while len(rows) > 3:
+        rows[0:2] = [stage.fuse(rows[0], rows[1])]
+    stage.gpu_blocks(*reversed(rows))
+    s[partial].compute_at(f, rows[-1])
     for pst in s.stage_schedules(partial):
         pstage = s[partial] if pst.index == 0 else s[partial].update(pst.index - 1)
         pstage.gpu_threads(ri)

@@ -304,11 +304,16 @@ class Placement:
                 return (f"{f.name}'s gpu_blocks loop {own['gpu_block']} would run inside {inner} "
                         f"{where}, a kernel inside a kernel; {fix}, or compute {f.name} outside "
                         "the GPU loops")
-            if "gpu_thread" in own and threads is not None:
+            if "gpu_thread" in own and threads is not None and \
+                    self.fsched[id(f)].memory != "shared":
+                # a Func in shared memory is filled by the block's threads together (each
+                # thread's loops wait at barriers around the fill); any other would be
+                # computed by each thread alone
                 return (f"{f.name}'s gpu_threads loop {own['gpu_thread']} would run inside "
                         f"{threads} {where}, where each GPU thread runs {f.name}'s loops "
-                        f"itself; leave them serial, or compute {f.name} at a loop outside the "
-                        "thread loops")
+                        f"itself; leave them serial, compute {f.name} at a loop outside the "
+                        "thread loops, or stage it in shared memory (cache_read(..., "
+                        "memory='shared')), which the block's threads fill together")
             if "parallel" in own:
                 return (f"{f.name}'s parallel loop {own['parallel']} would run inside {inner} "
                         f"{where}, in GPU code, which has no CPU threads; leave it serial (or "

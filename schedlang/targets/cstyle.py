@@ -459,18 +459,21 @@ class _Renderer:
 
 
 def _phase_roots(body):
-    """The outermost gpu_thread loops of a kernel body (each a phase)."""
+    """The gpu_thread loops that start a nest of their own: each phase's outermost, and a
+    shared-memory fill's inside a phase (not directly inside another thread loop)."""
     roots = []
 
-    def walk(n):
+    def walk(n, in_chain):
         if n is None:
             return
         if isinstance(n, ir.For) and n.kind == "gpu_thread":
-            roots.append(n)
+            if not in_chain:
+                roots.append(n)
+            walk(n.body, True)
             return
         for c in ir.child_stmts(n):
-            walk(c)
-    walk(body)
+            walk(c, in_chain and isinstance(n, ir.LetStmt))
+    walk(body, False)
     return roots
 
 

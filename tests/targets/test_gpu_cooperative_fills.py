@@ -1,0 +1,112 @@
+"""A shared-memory stage computed inside the consumer's gpu_threads loops (Halide's GPU
+GEMM: each thread keeps its tile of C in registers over all of k, and at every k slice the
+block's threads copy the slices of A and B to shared memory together, between barriers).
+Results against numpy (in the emulator here, on the device where there is one), the
+barriers and register accumulators in the CUDA source, real compiles, and the refusals."""
+import numpy as np
+import pytest
+
+import schedlang as sl
+from schedlang.targets.gpu_compilers import check_compiles
+
+pytestmark = pytest.mark.filterwarnings("ignore:no .* device here")
+
+
+def gemm(m, n, k, block=(16, 16), reg=(2, 2), k_tile=8, fill_threads=None):
+    A = sl.Input("A", sl.float32, (m, k))
+    B = sl.Input("B", sl.float32, (k, n))
+    i, j = sl.vars("i j")
+    r = sl.RDom(k, name="k")
+    C = sl.Func("C", shape=(m, n))
+    C[i, j] = sl.sum(A[i, r] * B[r, j])
+    s = sl.Schedule(C)
+    io, jo, ii, ji = s[C].tile(i, j, *block)
+    ti, ri = s[C].split(ii, reg[0], names=("ti", "ri"))
+    tj, rj = s[C].split(ji, reg[1], names=("tj", "rj"))
+    ko, ki = s[C].split("k", k_tile)
+    s[C].reorder(io, jo, ti, tj, ko, ki, ri, rj)
+    s[C].gpu_blocks(jo, io).gpu_threads(tj, ti)
+    s[C].unroll(ri).unroll(rj)
+    ty, tx = fill_threads or (block[0] // reg[0], block[1] // reg[1])
+    for src in (A, B):
+        st = s[src].cache_read(C, memory="shared")
+        s[st].compute_at(C, ko)
+        y, x = [d.name for d in s[st].dims]
+        xo, xi = s[st].split(x, tx)
+        yo, yi = s[st].split(y, ty)
+        s[st].reorder(yi, xi, yo, xo)
+        s[st].gpu_threads(xi, yi)
+    return C, s
+
+
+@pytest.mark.parametrize("m, n, k", [(32, 48, 16), (37, 29, 21), (1, 1, 1), (16, 16, 100)])
+def test_registers_over_k_with_cooperative_fills_match_numpy(m, n, k):
+    C, s = gemm(m, n, k)
+    kern = sl.compile(C, s, target="cuda")
+    rng = np.random.default_rng(m * n + k)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    np.testing.assert_allclose(kern(A=a, B=b), a @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_the_fills_sit_between_barriers_and_the_sums_stay_in_registers():
+    C, s = gemm(64, 64, 64)
+    src = sl.compile(C, s, target="cuda").source
+    body = src[src.index("for (long long C_s0_k_o"):]
+    # a barrier before each fill (the last readers are done) and after it (it is complete)
+    assert body.count("__syncthreads();") >= 3
+    fill = body.index("B_C[")
+    assert body.rfind("__syncthreads();", 0, fill) != -1
+    # the four sums of a thread's 2 x 2 tile are registers declared before the k loop
+    head = src[:src.index("for (long long C_s0_k_o")]
+    assert head.count("float C_acc") == 4
+    assert "__shared__ float A_C[" in src and "__shared__ float B_C[" in src
+
+
+def test_the_cooperative_source_compiles_for_real():
+    C, s = gemm(37, 29, 21)
+    for vendor, target in (("cuda", "cuda:sm_90"), ("hip", "hip:gfx942")):
+        out = check_compiles(sl.compile(C, s, target=target).source, vendor)
+        if out is None:
+            continue        # that compiler is not installed here
+        # (a block of one 64-wide AMD wave needs only a "wave barrier")
+        assert ("bar.sync" in out) if vendor == "cuda" else ("barrier" in out)
+
+
+def test_a_fill_wider_than_the_threads_around_it_is_refused():
+    # the fill wants 32 threads along x, the consumer's loops only 8: the other threads
+    # would never reach the barriers inside the consumer's loops
+    C, s = gemm(32, 32, 32, fill_threads=(8, 32))
+    with pytest.raises(sl.CompileError) as e:
+        sl.compile(C, s, target="cuda")
+    msg = str(e.value)
+    assert "ti of C" in msg and "tj of C" in msg and "span the whole block" in msg
+
+
+def test_a_shared_stage_inside_the_threads_without_thread_loops_is_refused():
+    A = sl.Input("A", sl.float32, (32, 32))
+    i, j = sl.vars("i j")
+    C = sl.Func("C", shape=(32, 32))
+    C[i, j] = A[i, j] * 2
+    s = sl.Schedule(C)
+    s[C].gpu_tile(i, j, 8, 8)
+    st = s[A].cache_read(C, memory="shared")
+    s[st].compute_at(C, "j.i")
+    with pytest.raises(sl.CompileError) as e:
+        sl.compile(C, s, target="cuda")
+    assert "A_C is staged in shared memory at a loop inside the gpu_threads loops" in \
+        str(e.value) and "bind its loops with gpu_threads" in str(e.value)
+
+
+def test_thread_loops_inside_thread_loops_need_shared_memory():
+    A = sl.Input("A", sl.float32, (32, 32))
+    i, j = sl.vars("i j")
+    C = sl.Func("C", shape=(32, 32))
+    C[i, j] = A[i, j] * 2
+    s = sl.Schedule(C)
+    s[C].gpu_tile(i, j, 8, 8)
+    st = s[A].cache_read(C, memory="global")
+    s[st].compute_at(C, "j.i")
+    with pytest.raises(sl.ScheduleError) as e:
+        s[st].gpu_threads(*[d.name for d in s[st].dims][::-1])
+    assert "stage it in shared memory" in str(e.value)
