@@ -180,20 +180,6 @@ class _Host:
                 "that many threads, with no tail (or make the fill use as many threads)")
 
 
-def _stored(s):
-    out = set()
-    ir.walk_stmt(s, lambda n: out.add(n.buffer) if isinstance(n, ir.Store) else None)
-    return out
-
-
-def _loaded(s):
-    out = set()
-    for n in _all_stmts(s):
-        for e in ir.stmt_exprs(n):
-            E.walk_expr(e, lambda m: out.add(m.buffer) if isinstance(m, ir.Load) else None)
-    return out
-
-
 def _all_stmts(s):
     out = []
     ir.walk_stmt(s, out.append)
@@ -216,7 +202,7 @@ def _outer_buffers(phase, nest):
     may store only into the shared memory allocated around it, inside the phase)."""
     inside = {n.buffer for n in _path_to(phase, nest) if isinstance(n, ir.Allocate)
               and n.memory == "shared"}
-    return _stored(nest) - inside
+    return ir.stored_buffers(nest) - inside
 
 
 def _path_to(root, target):
@@ -355,7 +341,7 @@ class _Block:
                 return
             if isinstance(n, ir.Allocate):
                 filled = _has(n.body, lambda m: _is_loop("gpu_thread")(m) and id(m) not in
-                              chain_ids and n.buffer in _stored(m))
+                              chain_ids and n.buffer in ir.stored_buffers(m))
                 if n.memory == "shared" and not filled:
                     raise CompileError(
                         f"{n.buffer} is staged in shared memory at a loop inside the "
@@ -419,9 +405,9 @@ class _Block:
                 "run a nested thread loop together only when it is the same for every "
                 "thread (a stage filling shared memory): compute it at a loop outside the "
                 "gpu_threads loops, or leave its loops serial")
-        written_here = _stored(phase) - _stored(nest)
-        if _stored(nest) & (set(allocs) | _outer_buffers(phase, nest)) or \
-                _loaded(nest) & written_here:
+        written_here = ir.stored_buffers(phase) - ir.stored_buffers(nest)
+        if ir.stored_buffers(nest) & (set(allocs) | _outer_buffers(phase, nest)) or \
+                ir.loaded_buffers(nest) & written_here:
             raise CompileError(
                 f"the gpu_threads loop {name} runs inside the gpu_threads loops {outer} but "
                 "writes storage other than the shared memory it fills, or reads what those "

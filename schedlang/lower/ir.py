@@ -383,6 +383,24 @@ def walk_stmt(s, fn):
         walk_stmt(c, fn)
 
 
+def stored_buffers(s) -> set:
+    """The names of the buffers statement ``s`` stores to, anywhere inside."""
+    out = set()
+    walk_stmt(s, lambda n: out.add(n.buffer) if isinstance(n, Store) else None)
+    return out
+
+
+def loaded_buffers(s) -> set:
+    """The names of the buffers statement ``s`` loads from, anywhere inside."""
+    out = set()
+
+    def fn(n):
+        for e in stmt_exprs(n):
+            walk_expr(e, lambda m: out.add(m.buffer) if isinstance(m, Load) else None)
+    walk_stmt(s, fn)
+    return out
+
+
 def funcs_mentioned(s) -> frozenset:
     """The ids of the Funcs that statement ``s`` reads, writes or realizes anywhere inside.
     Cached on each node, so that a pass asking about one Func after another can skip the

@@ -67,8 +67,8 @@ def _straight_nest(body):
         if isinstance(s, ir.Allocate) and s.memory == "shared":
             return ok(s.body)
         if isinstance(s, ir.For) and s.kind == "gpu_thread":
-            return _stored_buffers(s) <= shared and not (_loaded_buffers(s) & (
-                _stored_buffers(body) - shared))
+            return ir.stored_buffers(s) <= shared and not (ir.loaded_buffers(s) & (
+                ir.stored_buffers(body) - shared))
         if isinstance(s, (ir.Allocate, ir.Assert, ir.IfThenElse, ir.TensorOp)):
             return False
         if isinstance(s, ir.For):
@@ -77,24 +77,6 @@ def _straight_nest(body):
                 return False
         return all(ok(c) for c in ir.child_stmts(s))
     return ok(body)
-
-
-def _stored_buffers(s):
-    """The buffers statement ``s`` stores to."""
-    found = set()
-    ir.walk_stmt(s, lambda n: found.add(n.buffer) if isinstance(n, ir.Store) else None)
-    return found
-
-
-def _loaded_buffers(s):
-    """The buffers statement ``s`` loads from."""
-    found = set()
-
-    def fn(n):
-        for e in ir.stmt_exprs(n):
-            E.walk_expr(e, lambda m: found.add(m.buffer) if isinstance(m, ir.Load) else None)
-    ir.walk_stmt(s, fn)
-    return found
 
 
 class _Promoter:
@@ -151,7 +133,7 @@ class _Promoter:
                 collect(getattr(s, f), env)
         # only a buffer the loop stores to can be promoted: the reads of the others (the
         # inputs, most of the loads) need not be resolved
-        stored = _stored_buffers(loop.body) - self.temps
+        stored = ir.stored_buffers(loop.body) - self.temps
         if not stored:
             return None
         collect(loop.body, {})
