@@ -18,7 +18,7 @@ import numpy as np
 
 from ..algo import types as T
 from ..algo.evaluate import evaluate
-from ..errors import ArgumentError, CompileError
+from ..errors import ArgumentError, CompileError, OutOfMemoryError
 from ..lower import ir
 from ..lower.gpu_kernels import emulation_stmt
 from .cstyle import HALF_TYPES, render_kernels
@@ -95,13 +95,24 @@ class GpuModule:
 
     @property
     def assembly(self):
-        """The device code the driver's compiler made (PTX for CUDA), when a device is here."""
+        """The device assembly: PTX for CUDA (NVRTC or nvcc, no GPU needed), AMDGPU
+        assembly for HIP (clang); for the target's architecture, else the device's, else
+        sm_80 / gfx942. Example: ``print(kern.assembly)``."""
+        from .gpu_compilers import check_compiles, compile_source
+        if self.vendor == "metal":
+            raise CompileError("Metal assembly needs Apple's metal compiler (macOS); "
+                               "kern.source holds the Metal Shading Language")
         driver = self._driver()
-        if driver is None:
-            raise CompileError(f"no {self.vendor} device here to compile for; kern.source holds "
-                               "the generated source")
-        image = self._loaded(driver)[0]
-        return image.decode("utf-8", "replace") if isinstance(image, bytes) else str(image)
+        arch = self.arch or (driver.arch if driver is not None else None)
+        if self.vendor == "cuda":
+            virtual = "compute_" + (arch or "sm_80").split("_", 1)[1]
+            ptx = compile_source(self.source, "cuda", virtual, name=self.name + ".cu")
+            return ptx.decode("utf-8", "replace").rstrip("\x00")
+        text = check_compiles(self.source, "hip", arch)
+        if text is None:
+            raise CompileError("no clang with the AMDGPU target here to show HIP assembly "
+                               "(apt-get install clang-19, or install ROCm)")
+        return text
 
     @property
     def entry(self):
@@ -177,7 +188,7 @@ class DeviceCall:
                     count *= int(evaluate(x, self.env))
                 ptr, nbytes = int(argv[i]), count * _storage_bytes(a.dtype)
                 self.host[a.name] = (ptr, nbytes)
-                self.bufs[a.name] = driver.alloc(nbytes)
+                self.bufs[a.name] = device_alloc(driver, nbytes, f"the array {a.name}")
                 if a.name in module.inputs:
                     driver.to_device(self.bufs[a.name], ptr, nbytes)
         except BaseException:
@@ -211,6 +222,25 @@ class DeviceCall:
 
 
 _SUFFIX = {"cuda": ".cu", "hip": ".hip", "metal": ".metal"}
+
+
+# the driver's status for an allocation larger than the free device memory (CUDA and HIP)
+OUT_OF_MEMORY = 2
+
+
+def device_alloc(driver, nbytes, what):
+    """``driver.alloc(nbytes)``; memory the device does not have is an OutOfMemoryError
+    naming ``what`` needed it (as on the CPU), not a driver failure."""
+    from .gpu_driver import DriverError
+    try:
+        return driver.alloc(nbytes)
+    except DriverError as e:
+        if getattr(e, "code", None) != OUT_OF_MEMORY:
+            raise
+        raise OutOfMemoryError(f"{what} needs {nbytes} bytes of memory on the "
+                               f"{driver.name}, more than it has free; pass smaller inputs, "
+                               "or compute large Funcs in pieces (compute_at inside a loop "
+                               "of their consumer)") from None
 
 
 def _storage_bytes(dtype):
@@ -264,7 +294,8 @@ class _Host:
             count = 1
             for x in s.extents:
                 count *= max(int(evaluate(x, env)), 0)
-            self.bufs[s.buffer] = self.driver.alloc(count * _storage_bytes(s.dtype))
+            self.bufs[s.buffer] = device_alloc(self.driver, count * _storage_bytes(s.dtype),
+                                               f"the storage of {s.buffer}")
             try:
                 return self.run(s.body, env)
             finally:

@@ -122,3 +122,32 @@ def test_a_grid_larger_than_the_device_takes_is_an_argument_error(driver):
     kern = sl.compile(f, s, target="cuda")
     with pytest.raises(sl.ArgumentError, match="70000 blocks along y"):
         kern(A=np.zeros((70000, 4), np.float32))
+
+
+def test_device_memory_running_out_is_an_out_of_memory_error(driver, monkeypatch):
+    from schedlang.targets.gpu_driver import DriverError
+
+    def full(nbytes):
+        raise DriverError("cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)",
+                          "cuMemAlloc_v2", 2)
+    monkeypatch.setattr(driver, "alloc", full)
+    A, f, s = _two_stage()
+    kern = sl.compile(f, s, target="cuda")
+    with pytest.raises(sl.OutOfMemoryError, match="the array A needs 4096 bytes of memory on "
+                       "the recording"):
+        kern(A=np.ones((32, 32), np.float32))
+
+
+@pytest.mark.filterwarnings("ignore:no .* device here")
+def test_kernel_assembly_is_ptx_or_amdgpu_assembly_for_the_targets_architecture():
+    import shutil
+    A, f, s = _two_stage()
+    if shutil.which("nvcc") is not None:
+        ptx = sl.compile(f, s, target="cuda:sm_90").assembly
+        assert ".target sm_90" in ptx and ".entry sl_f_kernel1" in ptx
+    from schedlang.targets.gpu_compilers import find_compiler
+    if find_compiler("hip") is not None:
+        asm = sl.compile(f, s, target="hip:gfx90a").assembly
+        assert "gfx90a" in asm and "sl_f_kernel0" in asm
+    with pytest.raises(sl.CompileError, match="Metal assembly needs Apple's metal compiler"):
+        sl.compile(f, s, target="metal").assembly
