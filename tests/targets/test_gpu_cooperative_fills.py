@@ -7,18 +7,14 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from schedlang.bench.workloads import gemm_algorithm
 from schedlang.targets.gpu_compilers import check_compiles
 
 pytestmark = pytest.mark.filterwarnings("ignore:no .* device here")
 
 
 def gemm(m, n, k, block=(16, 16), reg=(2, 2), k_tile=8, fill_threads=None):
-    A = sl.Input("A", sl.float32, (m, k))
-    B = sl.Input("B", sl.float32, (k, n))
-    i, j = sl.vars("i j")
-    r = sl.RDom(k, name="k")
-    C = sl.Func("C", shape=(m, n))
-    C[i, j] = sl.sum(A[i, r] * B[r, j])
+    A, B, C, i, j, _ = gemm_algorithm(m, n, k)
     s = sl.Schedule(C)
     io, jo, ii, ji = s[C].tile(i, j, *block)
     ti, ri = s[C].split(ii, reg[0], names=("ti", "ri"))
