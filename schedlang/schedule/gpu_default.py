@@ -1,7 +1,11 @@
 """The schedule a GPU target uses when none is given. Every Func computed at root gets its
 pure loops tiled onto blocks and threads (16 x 16 threads over the last two dimensions, 256
 along a single one, the dimensions before those fused onto blockIdx.z), its reduction loops
-left inside each thread. An intermediate *row reduction* (a max or a sum along the last
+left inside each thread. A *matrix product* (a sum over one reduction variable of a read
+along its last axis times a read along another, as matmul makes) instead takes
+``bench/gpu_workloads.py``'s GEMM schedule: 64 x 64 tiles of C per block, 4 x 4 of them
+in each thread's registers, both operands' k slices of 16 staged in shared memory
+(10-13 TFLOP/s on an H200). An intermediate *row reduction* (a max or a sum along the last
 axis of what it reads, as softmax and layernorm make) instead runs one block per row:
 256 threads read the row in coalesced strides into partial results in shared memory
 (``rfactor``), and one thread folds them. Inline Funcs stay inline.
@@ -13,30 +17,101 @@ from __future__ import annotations
 
 from ..algo import expr as E
 from ..algo.func import definition_exprs
+from ..errors import SchedlangError
 from .schedule import Schedule
 
 TILE_2D = (16, 16)
 TILE_1D = 256
 ROW_THREADS = 256
+MATMUL_BLOCK, MATMUL_REGISTERS, MATMUL_K = (64, 64), (4, 4), 16
 
 
 def gpu_default_schedule(outputs):
     """A correct GPU schedule for ``outputs`` (a list of Funcs) that keeps the GPU busy."""
     s = Schedule(*outputs)
-    for f in s.funcs:
+    for f in list(s.funcs):
         if s.fsched[id(f)].compute != ("root",):
             continue
-        for st in s.stage_schedules(f):
-            stage = s[f] if st.index == 0 else s[f].update(st.index - 1)
+        for index in range(len(s.stage_schedules(f))):
+            st = s.stage_schedules(f)[index]
             pure = [d.name for d in st.dims if not d.is_rvar]
             rvars = [d.name for d in st.dims if d.is_rvar]
+            d = s.definitions(f)[index]
             if f not in outputs and len(rvars) == 1 and len(st.dims) == len(pure) + 1 \
-                    and _reads_along_last_axis(s.definitions(f)[st.index], rvars[0]):
-                _row_reduction(s, f, stage, pure, rvars[0])
-            elif pure:
-                _tiles(stage, pure, rvars)
+                    and _reads_along_last_axis(d, rvars[0]):
+                _row_reduction(s, f, _stage(s, f, index), pure, rvars[0])
+                continue
+            # (one batch loop at most: the k slices of operands staged at a fused batch
+            # loop would span every batch its index splits into)
+            operands = _matmul_operands(d, pure, rvars) if 2 <= len(pure) <= 3 else None
+            if operands is not None:
+                mark = len(s.trace)
+                try:
+                    _matmul_tiles(s, f, _stage(s, f, index), pure, rvars[0], operands)
+                    continue
+                except SchedlangError:
+                    s = s.copy(mark)    # (an operand inlined, say): plain tiles instead
+            if pure:
+                _tiles(_stage(s, f, index), pure, rvars)
             # else: a reduction into one value, which one thread runs
     return s
+
+
+def _stage(s, f, index):
+    return s[f] if index == 0 else s[f].update(index - 1)
+
+
+def _matmul_operands(d, pure, rvars):
+    """The two Funcs a matrix product ``sum(A[.., i, k] * B[.., k, j])`` reads, exactly so
+    indexed (``i, j`` the stage's last two pure variables, ``k`` its reduction variable;
+    a k slice of each then is a small tile), or None when ``d`` is not one."""
+    if len(rvars) != 1:
+        return None
+    k, (i, j) = rvars[0], pure[-2:]
+    found = {"A": set(), "B": set(), "other": set()}
+
+    def named(e, name):
+        return isinstance(e, E.Var) and e.name == name
+
+    def fn(n):
+        if not isinstance(n, E.FuncRef):
+            return
+        args = n.args
+        if len(args) >= 2 and named(args[-1], k) and named(args[-2], i):
+            found["A"].add(n.func)
+        elif len(args) >= 2 and named(args[-2], k) and named(args[-1], j):
+            found["B"].add(n.func)
+        elif any(k in E.expr_vars(a) for a in args):
+            found["other"].add(n.func)
+    for e in definition_exprs(d):
+        E.walk_expr(e, fn)
+    a, b = found["A"], found["B"]
+    if len(a) == 1 and len(b) == 1 and a != b and not found["other"]:
+        return next(iter(a)), next(iter(b))
+    return None
+
+
+def _matmul_tiles(s, f, stage, pure, rvar, operands):
+    """bench/gpu_workloads.py's GEMM schedule on a matrix-product stage."""
+    outer = pure[:-2]
+    y, x = pure[-2:]
+    yo, xo, yi, xi = stage.tile(y, x, *MATMUL_BLOCK)
+    ty, ry = stage.split(yi, MATMUL_REGISTERS[0])
+    tx, rx = stage.split(xi, MATMUL_REGISTERS[1])
+    ko, ki = stage.split(rvar, MATMUL_K)
+    stage.reorder(*(outer + [yo, xo, ko, ty, tx, ki, ry, rx]))
+    stage.gpu_blocks(xo, yo, *outer).gpu_threads(tx, ty)
+    stage.unroll(ry).unroll(rx)
+    threads = (MATMUL_BLOCK[0] // MATMUL_REGISTERS[0], MATMUL_BLOCK[1] // MATMUL_REGISTERS[1])
+    for g in operands:
+        staged = s[g].cache_read(f, memory="shared")
+        s[staged].compute_at(f, ko)
+        names = [dim.name for dim in s[staged].dims]
+        rows, cols = names[-2:]
+        co, ci = s[staged].split(cols, threads[1])
+        ro, ri = s[staged].split(rows, threads[0])
+        s[staged].reorder(*(names[:-2] + [ri, ci, ro, co]))
+        s[staged].gpu_threads(ci, ri)
 
 
 def _tiles(stage, pure, rvars):
