@@ -1,7 +1,9 @@
 """GPU schedules of the bench workloads, in the public schedule language, and a same-run
-comparison with torch on the GPU. ``python -m bench.gpu_workloads`` prints the table on a
-machine with an NVIDIA GPU (kernels timed by device events, inputs already on the device,
-as torch's are).
+comparison with torch on the GPU: the rows of ``schedlang bench --target cuda`` (gemm with
+``gemm_gpu``, the others with the GPU default schedule; kernels timed by device events,
+inputs already on the device, as torch's are; numpy on the CPU). ``python -m
+bench.gpu_workloads`` prints a table of GEMM and softmax forms on a machine with an
+NVIDIA GPU.
 
 Example: ``C, s = gemm_gpu(1024, 1024, 1024)``; ``sl.compile(C, s, target="cuda")``.
 """
@@ -55,6 +57,103 @@ def softmax_gpu(rows, cols):
     from schedlang.frontend import Tensor
     x = Tensor.input("x", (rows, cols))
     return x.softmax(-1)
+
+
+def check_gpu_bench(target, beam, dtypes, compare):
+    """Refuse what ``schedlang bench --target cuda|hip|metal`` cannot do, before anything
+    runs: no device here (unless ``SCHEDLANG_GPU=emulate``), a beam row (the autotuner
+    times CPU code), low-precision GEMMs (their tensorize instructions are the CPU's)."""
+    import os
+    vendor = target.split(":", 1)[0]
+    if os.environ.get("SCHEDLANG_GPU", "") != "emulate":
+        from schedlang.targets.gpu_driver import DriverError, GpuDriver
+        if vendor == "metal":
+            raise SystemExit(f"--target {target}: schedlang runs Metal kernels only in its CPU "
+                             "emulator; set SCHEDLANG_GPU=emulate to bench them there (CPU "
+                             "times, not the GPU's)")
+        try:
+            GpuDriver.get(vendor)
+        except DriverError as e:
+            raise SystemExit(f"--target {target}: {e}; or set SCHEDLANG_GPU=emulate to run "
+                             "the GPU kernels in the CPU emulator (CPU times, not the GPU's)")
+    if beam:
+        raise SystemExit(f"--beam {beam} with --target {target}: the autotuner times CPU "
+                         "code only; leave --beam out")
+    if list(dtypes) != ["float32"]:
+        raise SystemExit(f"--dtype {','.join(dtypes)} with --target {target}: the int8 and "
+                         "bfloat16 GEMMs tensorize onto CPU instructions; use --dtype float32")
+    if "halide" in compare:
+        import sys
+        print(f"no halide rows with --target {target}: they run on the CPU", file=sys.stderr)
+    return [c for c in compare if c != "halide"]
+
+
+def gpu_rows(w, values, threads, compare, target, torch_row):
+    """The bench rows of workload ``w`` on a GPU ``target``: schedlang checked against numpy
+    then timed, numpy on the CPU, torch on the GPU (when torch has CUDA). ``torch_row``:
+    the CLI's builder of torch versions of a workload."""
+    from schedlang.bench.timing import row_budget_s
+    from schedlang.schedule.gpu_default import gpu_default_schedule
+    if w.name == "gemm":
+        outs, s = gemm_gpu(*w.size)
+    else:
+        outs = w.algorithm()[0]
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        s = gpu_default_schedule(outs)
+    kern = sl.compile(outs, s, target=target)
+    got = kern(**values)
+    want = w.numpy(**values)
+    err = float(np.max(np.abs(np.asarray(got, np.float64) - want)))
+    if not err <= w.tolerance():
+        raise SystemExit(f"schedlang {w.name} {w.shape_text} on {target}: result differs from "
+                         f"numpy by {err:g} (tolerance {w.tolerance():g}); not timing a wrong "
+                         "kernel")
+    budget = row_budget_s()
+    times = {"schedlang": kern.time(**values, budget_s=budget)}
+    if "numpy" in compare:
+        times["numpy"] = _wall_times(lambda: w.numpy(**values), budget)
+    fn = None
+    if "torch" in compare and target.startswith("cuda"):
+        import importlib.util
+        if importlib.util.find_spec("torch") is not None:
+            import torch
+            if torch.cuda.is_available():
+                fn = torch_row(w, values, threads, device="cuda")
+    if fn is not None:
+        times["torch"] = _torch_times(fn, budget)
+    return [{"workload": w.name, "shape": w.shape_text, "system": name, "threads": threads,
+             "median_s": t.median, "min_s": t.min, "rate": w.amount() / t.median / 1e9,
+             "unit": w.unit} for name, t in times.items()]
+
+
+def _wall_times(fn, budget_s):
+    """Wall-clock times of ``fn`` (numpy, on the CPU) after one warm-up call."""
+    import time
+    from schedlang.targets.kernel import _repeat_timing
+    fn()
+
+    def measure():
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+    return _repeat_timing(measure, None, budget_s)
+
+
+def _torch_times(fn, budget_s):
+    """Device times of torch ``fn`` by CUDA events, as ``kern.time`` takes schedlang's."""
+    import torch
+    from schedlang.targets.kernel import _repeat_timing
+    for _ in range(3):
+        fn()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def measure():
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop) * 1e-3
+    return _repeat_timing(measure, None, budget_s)
 
 
 def _torch_ms(fn, reps=50):

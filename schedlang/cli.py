@@ -29,14 +29,15 @@ def _rate(w, seconds):
     return w.amount() / seconds / 1e9
 
 
-def _torch_row(w, values, threads):
-    """The torch version of ``w`` as a function to time; None without torch."""
+def _torch_row(w, values, threads, device="cpu"):
+    """The torch version of ``w`` as a function to time (on ``device``: "cpu", or "cuda"
+    with the inputs copied there first); None without torch."""
     try:
         import torch
     except ImportError:
         return None
     torch.set_num_threads(threads)
-    args = {k: torch.from_numpy(v) for k, v in values.items()}
+    args = {k: torch.from_numpy(v).to(device) for k, v in values.items()}
     if w.name == "gemm":
         fn = (lambda: torch.mm(args["A"], args["B"]))
     elif w.name == "blur":
@@ -199,6 +200,10 @@ def run_one(workload, size_text, threads, compare, target, stride=1, kernel=3, d
     from schedlang.bench.timing import measure_in_turns, row_budget_s, runs_start_cold
     w = make_workload(workload, size_text, stride, kernel, dtype)
     values = w.inputs()
+    from schedlang.compiler import check_target
+    if check_target(target) != "llvm":
+        from schedlang.bench.gpu_workloads import gpu_rows
+        return gpu_rows(w, values, threads, compare, target, _torch_row)
     try:
         outs, s = w.algorithm()
         kern = sl.compile(outs, s, target=target)
@@ -451,10 +456,10 @@ def cmd_bench(args):
     from schedlang.bench.timing import row_budget_s
     from schedlang.compiler import check_target
     if check_target(args.target) != "llvm":
-        raise SystemExit(f"--target {args.target}: bench times the CPU schedules of bench/ "
-                         "against numpy, torch and Halide on this machine; use --target llvm "
-                         "or llvm:<cpu> (GPU kernels: sl.compile(..., target='cuda') and "
-                         "kern.time)")
+        from schedlang.bench.gpu_workloads import check_gpu_bench
+        args.compare = check_gpu_bench(args.target, args.beam,
+                                       args.dtype if "gemm" in names else ["float32"],
+                                       args.compare)
     row_budget_s()      # a bad SCHEDLANG_BENCH_BUDGET_S is refused before anything runs
     if args.beam:
         from schedlang.autotune.integration import budget_from_env
