@@ -8,10 +8,12 @@ in each thread's registers, both operands' k slices of 16 staged in shared memor
 (10-13 TFLOP/s on an H200). An intermediate *row reduction* (a max or a sum along the last
 axis of what it reads, as softmax and layernorm make) instead runs one block per row:
 256 threads read the row in coalesced strides into partial results in shared memory
-(``rfactor``), and one thread folds them. Inline Funcs stay inline.
+(``rfactor``), and one thread folds them; a Func that reads such reductions at its own
+row (softmax's output) takes them into its kernel, a block per row. Inline Funcs stay
+inline.
 
 Example: ``s = gpu_default_schedule([C])`` for ``C[i, j] = sl.sum(A[i, k] * B[k, j])``
-gives ``s[C].gpu_tile('i', 'j', 16, 16)``.
+gives ``s[C].tile('i', 'j', 64, 64)``, registers and shared k slices as above.
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ MATMUL_BLOCK, MATMUL_REGISTERS, MATMUL_K = (64, 64), (4, 4), 16
 def gpu_default_schedule(outputs):
     """A correct GPU schedule for ``outputs`` (a list of Funcs) that keeps the GPU busy."""
     s = Schedule(*outputs)
+    s, fused = _row_kernels(s, outputs)
     for f in list(s.funcs):
-        if s.fsched[id(f)].compute != ("root",):
+        if s.fsched[id(f)].compute != ("root",) or id(f) in fused:
             continue
         for index in range(len(s.stage_schedules(f))):
             st = s.stage_schedules(f)[index]
@@ -55,6 +58,82 @@ def gpu_default_schedule(outputs):
                 _tiles(_stage(s, f, index), pure, rvars)
             # else: a reduction into one value, which one thread runs
     return s
+
+
+def _row_kernels(s, outputs):
+    """Give a Func that reads row reductions of its own rows (softmax's output reads the
+    row's max and sum) one kernel for the lot: a block per row computes each reduction's
+    partials with all its threads, folds them, then writes the row. The row is read from
+    memory once (again from cache), in one launch. Returns (schedule, ids scheduled)."""
+    done = set()
+    for o in list(s.funcs):
+        stages = s.stage_schedules(o)
+        if s.fsched[id(o)].compute != ("root",) or len(stages) != 1 or \
+                any(d.is_rvar for d in stages[0].dims):
+            continue
+        pure = [d.name for d in stages[0].dims]
+        reductions = _row_reductions_read(s, o, pure, outputs)
+        if not 2 <= len(pure) <= 4 or not reductions:
+            continue
+        mark = len(s.trace)
+        try:
+            rows, (last,) = pure[:-1], pure[-1:]
+            jo, ji = s[o].split(last, ROW_THREADS)
+            s[o].reorder(*rows, ji, jo)
+            s[o].gpu_blocks(*reversed(rows)).gpu_threads(ji)
+            pending = list(reductions)
+            while pending:
+                # a reduction read by another one goes in after it (log_softmax's max is
+                # read by its sum); one read outside the row kernel cannot go in at all
+                r = next((r for r in pending if f"{o.name}.{rows[-1]}" in
+                          s.legal_locations(r)), None)
+                if r is None:
+                    raise SchedlangError("a row reduction is read outside the row kernel")
+                pending.remove(r)
+                rvar = next(d.name for d in s.stage_schedules(r)[0].dims if d.is_rvar)
+                _, ri = s[r].split(rvar, ROW_THREADS)
+                partial = s[r].rfactor(ri)
+                s[r].compute_at(o, rows[-1])
+                s[partial].compute_at(o, rows[-1])
+                for pst in s.stage_schedules(partial):
+                    _stage(s, partial, pst.index).gpu_threads(ri)
+            done |= {id(o)} | {id(r) for r in reductions}
+        except SchedlangError:
+            s = s.copy(mark)        # read elsewhere too, say: separate kernels
+    return s, done
+
+
+def _row_reductions_read(s, o, pure, outputs):
+    """The row reductions ``o`` reads at exactly its own row (``r[i0]`` in ``o[i0, j]``,
+    directly or through inline Funcs): root intermediates of one stage and one reduction
+    variable, along the last axis."""
+    found = []
+
+    def visit(expr, env, depth):
+        def fn(n):
+            if not isinstance(n, E.FuncRef):
+                return
+            r = n.func
+            args = [E.substitute(a, env) if env else a for a in n.args]
+            sched = s.fsched.get(id(r))
+            if sched is None or r in outputs or any(r is x for x in found):
+                return
+            if sched.compute == ("inline",) and depth < 8 and len(r.definitions) == 1:
+                d = r.definitions[0]
+                visit(d.value, {v.name: a for v, a in zip(d.args, args)}, depth + 1)
+                return
+            if sched.compute != ("root",) or len(args) != len(pure) - 1 or not all(
+                    isinstance(a, E.Var) and a.name == v for a, v in zip(args, pure)):
+                return
+            st = s.stage_schedules(r)
+            rvars = [d.name for d in st[0].dims if d.is_rvar]
+            if len(st) == 1 and len(rvars) == 1 and \
+                    _reads_along_last_axis(s.definitions(r)[0], rvars[0]):
+                found.append(r)
+        E.walk_expr(expr, fn)
+    for e in definition_exprs(s.definitions(o)[0]):
+        visit(e, {}, 0)
+    return found
 
 
 def _stage(s, f, index):

@@ -58,3 +58,33 @@ def test_other_products_fall_back_to_plain_tiles_and_stay_right(build):
         want, args = (a * 2) @ b, {"x": a, "w": b}
     np.testing.assert_allclose(sl.compile(y, target="cuda")(**args), want, rtol=1e-5,
                                atol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "layernorm"])
+@pytest.mark.parametrize("shape", [(6, 1000), (2, 3, 300), (5, 1)])
+def test_row_ops_run_as_one_kernel_a_block_per_row(op, shape):
+    x = Tensor.input("x", shape)
+    kern = sl.compile(getattr(x, op)(-1) if op != "layernorm" else x.layernorm(),
+                      target="cuda")
+    a = np.random.default_rng(3).standard_normal(shape, dtype=np.float32)
+    m = a.max(-1, keepdims=True)
+    want = {"softmax": np.exp(a - m) / np.exp(a - m).sum(-1, keepdims=True),
+            "log_softmax": a - m - np.log(np.exp(a - m).sum(-1, keepdims=True)),
+            "layernorm": (a - a.mean(-1, keepdims=True))
+            / np.sqrt(a.var(-1, keepdims=True) + 1e-5)}[op]
+    np.testing.assert_allclose(kern(x=a), want, rtol=1e-5, atol=2e-6)
+    assert kern.source.count("__global__") == 1
+    from schedlang.targets.gpu_compilers import check_compiles
+    if shape == (2, 3, 300):
+        check_compiles(kern.source, "cuda")
+
+
+def test_a_row_reduction_also_read_elsewhere_keeps_its_own_kernel():
+    x = Tensor.input("x", (6, 50))
+    mx = x.max(-1, keepdims=True)
+    y = (x - mx).relu()
+    kern = sl.compile([y, mx], target="cuda")
+    a = np.random.default_rng(4).standard_normal((6, 50), dtype=np.float32)
+    got_y, got_mx = kern(x=a)
+    np.testing.assert_allclose(got_mx, a.max(-1, keepdims=True))
+    np.testing.assert_allclose(got_y, np.maximum(a - a.max(-1, keepdims=True), 0))
