@@ -19,6 +19,7 @@ from ..algo import expr as E
 from ..algo import types as T
 from ..errors import CompileError
 from ..lower import ir
+from ..lower.simplify import _no_overflow
 
 
 class Language:
@@ -64,12 +65,13 @@ HALF_TYPES = (T.float16, T.bfloat16)
 COMMON_PRELUDE = r"""
 template<typename X> SL_FN X sl_floordiv(X a, X b) {
   if (b == 0) return 0;
+  if ((X)-1 < 0 && b == (X)-1) return (X)((sl_u64)0 - (sl_u64)a);  // MIN / -1 wraps
   X q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
   return q;
 }
 template<typename X> SL_FN X sl_floormod(X a, X b) {
-  if (b == 0) return 0;
+  if (b == 0 || ((X)-1 < 0 && b == (X)-1)) return 0;
   X r = a % b;
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
@@ -109,7 +111,7 @@ template<typename X, typename U> SL_FN X sl_shr(X a, U b) {
 template<typename X> SL_FN X sl_ipow(X a, X b) {
   if (b < 0) return (a == 1) ? 1 : (a == (X)-1 ? ((b & 1) ? (X)-1 : 1) : 0);
   X r = 1;
-  while (b) { if (b & 1) r = (X)(r * a); a = (X)(a * a); b >>= 1; }
+  while (b) { if (b & 1) r = (X)((sl_u64)r * (sl_u64)a); a = (X)((sl_u64)a * (sl_u64)a); b >>= 1; }
   return r;
 }
 SL_FN unsigned short sl_f2h(float f) {
@@ -146,10 +148,28 @@ SL_FN float sl_rb(float f) { return sl_b2f(sl_f2b(f)); }
 """
 
 
+# words a Func or Input name must not become in the source: C++ keywords, the GPU languages'
+# types, builtins and math functions the renderer calls (a parameter of that name would
+# shadow them); names starting sl_ / SL_ / _ are the prelude's or the compiler's
+_RESERVED = set("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
+extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq
+nullptr operator or or_eq private protected public register reinterpret_cast requires return
+short signed sizeof static static_assert static_cast struct switch template this thread_local
+throw true try typedef typeid typename union unsigned using virtual void volatile wchar_t while
+xor xor_eq threadIdx blockIdx blockDim gridDim warpSize half bfloat uchar ushort uint ulong
+kernel device threadgroup constant thread metal precise as_type F2U U2F fabs fabsf erf erff
+rsqrt rsqrtf exp expf log logf sqrt sqrtf sin sinf cos cosf tanh tanhf floor floorf ceil ceilf
+pow powf fmod fmodf min max abs""".split())
+
+
 def _ident(name, taken):
     """A C identifier for an IR name (``C.s0.i.o`` -> ``C_s0_i_o``), unique in ``taken``."""
     base = re.sub(r"[^0-9A-Za-z_]", "_", name)
-    if not base or base[0].isdigit():
+    if not base or base[0].isdigit() or base in _RESERVED or base[0] == "_" or \
+            base[:3] in ("sl_", "SL_"):
         base = "v_" + base
     ident, n = base, 1
     while ident in taken.values() and taken.get(name) != ident:
@@ -282,6 +302,9 @@ class _Renderer:
         if e.op == "neg":
             if dt.is_float:
                 return f"(-{a})"
+            u = self.wrapping(e)
+            if u:
+                return f"(({self.ctype(dt)})(({u})0 - ({u}){a}))"
             return f"(({self.ctype(dt)})(-{a}))"
         if dt.is_bool:
             return f"(!{a})"
@@ -304,6 +327,9 @@ class _Renderer:
             if op in ("floordiv", "mod"):
                 fn = "sl_fdiv_py" if op == "floordiv" else "sl_fmod_py"
                 return self.round_to(f"{fn}({a}, {b}, {fmod}({a}, {b}))", dt)
+        if op in ("add", "sub", "mul") and self.wrapping(e):
+            u = self.wrapping(e)
+            return f"(({c})(({u}){a} {E.SYMBOL[op]} ({u}){b}))"
         if op in ("add", "sub", "mul", "bitand", "bitor", "bitxor"):
             if dt.bits >= 32 or dt.is_bool:
                 return f"({a} {E.SYMBOL[op]} {b})"
@@ -317,6 +343,17 @@ class _Renderer:
         if op in ("shl", "shr"):
             return f"sl_{op}<{c}, {self.ctype(e.b.dtype)}>({a}, {b})"
         raise CompileError(f"the GPU targets cannot render the operation {op} on {dt.name}")
+
+    def wrapping(self, e):
+        """The unsigned C type to compute integer ``e``'s + - * in, or None: signed overflow
+        (and a narrow int's, promoted to int) is undefined in C, and compilers use that
+        (nvcc folds ``A[i] + 1 > A[i]`` to true), while the CPU wraps. Index math over loop
+        variables and sizes is assumed not to overflow, as lowering does."""
+        dt = e.dtype.element()
+        if not dt.is_int or dt.is_bool or (dt.is_unsigned and dt.bits >= 32) or \
+                _no_overflow(e):
+            return None
+        return self.ctype(T.uint64 if dt.bits == 64 else T.uint32)
 
     def math_name(self, name, dt):
         dt = dt.element()
@@ -333,7 +370,8 @@ class _Renderer:
         if not dt.is_float:
             c = self.ctype(dt)
             if e.name == "abs":
-                return f"(({c})({args[0]} < 0 ? -{args[0]} : {args[0]}))"
+                u = self.wrapping(e) or c
+                return f"(({c})({args[0]} < 0 ? ({u})0 - ({u}){args[0]} : ({u}){args[0]}))"
             if e.name == "pow":
                 return f"sl_ipow<{c}>({args[0]}, {args[1]})"
             raise CompileError(f"{e.name} of an integer is not available on {self.lang.name}")
