@@ -393,6 +393,19 @@ class _Block:
         sits under a loop or condition that differs between threads (a barrier needs all)."""
         name = self.host.loop_name(nest.var)
         outer = ", ".join(self.host.loop_name(x.var) for x in chain)
+        stage = self.host.ctx.loop_names.get(nest.var, (None,))[0]
+        if stage is not None and any(self.host.ctx.loop_names.get(x.var, (None,))[0] == stage
+                                     for x in chain):
+            # one stage's own thread loops with a serial loop between them
+            def dim(v):
+                return self.host.ctx.loop_names.get(v, (None, v))[1]
+            between = ", ".join(dim(n.var) for n in _path_to(chain[-1], nest)
+                                if isinstance(n, ir.For) and n is not chain[-1])
+            threads = ", ".join([dim(x.var) for x in chain] + [dim(nest.var)])
+            raise CompileError(
+                f"the gpu_threads loops {threads} of {stage} have the loop {between} "
+                f"between them; a stage's thread loops must be adjacent: reorder {stage} "
+                f"so that {between} is outside or inside all of them")
         used = set()
         for v in _free_vars(nest):
             # through the lets it reads: a region min that depends on a thread's index
@@ -431,6 +444,8 @@ class _Block:
         if best is None:
             best = self.assumed_hi(e)
         if best is None:
+            best = self.proved_hi(e)
+        if best is None:
             raise CompileError(f"{what} has extent {_shown(e)}, which has no upper bound "
                                "known when compiling; a GPU needs fixed block and storage "
                                "sizes: split by a constant factor, or bound(...) the loop")
@@ -450,6 +465,31 @@ class _Block:
                         isinstance(n.value, int) and not isinstance(n.value, bool) else None)
         for c in sorted(found | {c - 1 for c in found}):
             if c > 0 and prove(E.binary("le", hi, E.Const(c, hi.dtype)), self.host.ctx.facts):
+                return c
+        return None
+
+    def proved_hi(self, e):
+        """The least of a few candidate constants (those in ``e``, one more, powers of two
+        up to 4096) that ``e`` provably never exceeds in this block, with every enclosing
+        loop in its range, or None. Interval arithmetic loses what a clamped tile's extent
+        keeps: ``min(max(min(t*8 + 7, M - 1), 0), M - 1) - min(t*8, M - 1) + 1`` is at
+        most 8 (a tile of an input read through sl.clamp_edge)."""
+        from .prove import prove
+        consts = set()
+        E.walk_expr(e, lambda n: consts.add(n.value) if isinstance(n, E.Const) and
+                    isinstance(n.value, int) and not isinstance(n.value, bool) else None)
+        candidates = sorted({c for c in consts | {c + 1 for c in consts} if 0 < c <= 4096}
+                            | {1 << k for k in range(13)})
+        facts = list(self.host.ctx.facts)
+        for name, ivs in self.scope.vars.items():
+            iv = ivs[-1]
+            var = E.Var(name, iv.lo.dtype if iv.lo is not None else T.int64)
+            if iv.lo is not None:
+                facts.append(E.binary("ge", var, iv.lo))
+            if iv.hi is not None:
+                facts.append(E.binary("le", var, iv.hi))
+        for c in candidates:
+            if prove(E.binary("le", e, E.Const(c, e.dtype)), facts):
                 return c
         return None
 
