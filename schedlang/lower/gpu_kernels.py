@@ -135,15 +135,20 @@ class _Host:
                 inner = inner.body
             else:
                 break
-        inside = set()
+        # the host sizes the grid before any block runs: no extent may depend on a block
+        # index, directly or through a let between the block loops
+        per_block = {loop.var: loop.var for loop in chain}
+        for name, value in lets.items():
+            hit = next((per_block[v] for v in E.expr_vars(value) if v in per_block), None)
+            if hit is not None:
+                per_block[name] = hit
         for loop in chain:
-            for other in chain:
-                if other.var in E.expr_vars(loop.extent):
-                    raise CompileError(
-                        f"the gpu_blocks loop {self.loop_name(loop.var)} has an extent that "
-                        f"depends on the gpu_blocks loop {self.loop_name(other.var)}: a grid "
-                        "is a box; bind loops of fixed extents (split by a constant first)")
-            inside.add(loop.var)
+            hit = next((per_block[v] for v in E.expr_vars(loop.extent) if v in per_block), None)
+            if hit is not None:
+                raise CompileError(
+                    f"the gpu_blocks loop {self.loop_name(loop.var)} has an extent that "
+                    f"depends on the gpu_blocks loop {self.loop_name(hit)}: a grid is a box; "
+                    "bind loops of fixed extents (split by a constant first)")
         nested = []
         ir.walk_stmt(inner, lambda n: nested.append(n) if _is_loop("gpu_block")(n) else None)
         if nested:

@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from ..algo import types as T
-from ..algo.evaluate import evaluate
+from ..algo.evaluate import Unbound, evaluate
 from ..errors import ArgumentError, CompileError, OutOfMemoryError
 from ..lower import ir
 from ..lower.gpu_kernels import emulation_stmt
@@ -313,6 +313,11 @@ class _Host:
                 if node.kind != "gpu_block":
                     break
                 grid[node.gpu_dim] = int(evaluate(node.extent, inner_env))
+            else:
+                try:    # a let between block loops that a later extent may read
+                    inner_env[node.var] = evaluate(node.value, inner_env)
+                except Unbound:
+                    pass    # it depends on a block index, so no extent reads it
             node = node.body
         if min(grid) <= 0:
             return 0
