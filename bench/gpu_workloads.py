@@ -15,12 +15,14 @@ import schedlang as sl
 from schedlang.bench.workloads import gemm_algorithm
 
 
-def gemm_gpu(m, n, k, block=(64, 64), reg=(4, 4), k_tile=16, registers_over_k=False):
+def gemm_gpu(m, n, k, block=(64, 64), reg=(4, 4), k_tile=16, registers_over_k=False,
+             fill_threads=None):
     """C = A @ B: each block computes a ``block`` tile of C from ``k_tile``-deep slices of A
     and B staged in shared memory; each thread keeps a ``reg`` tile of C in registers
     within a slice. With ``registers_over_k``, the slices are taken inside the thread
     loops: each thread keeps its tile in registers over the whole of k, and the block's
-    threads fill the shared slices together between barriers."""
+    threads fill the shared slices together between barriers. ``fill_threads``: the
+    (y, x) threads that copy a slice (default: the block's)."""
     A, B, C, i, j, _ = gemm_algorithm(m, n, k)
     s = sl.Schedule(C)
     io, jo, ii, ji = s[C].tile(i, j, *block)
@@ -33,14 +35,15 @@ def gemm_gpu(m, n, k, block=(64, 64), reg=(4, 4), k_tile=16, registers_over_k=Fa
         s[C].reorder(io, jo, ko, ti, tj, ki, ri, rj)
     s[C].gpu_blocks(jo, io).gpu_threads(tj, ti)
     s[C].unroll(ri).unroll(rj)
-    _stage_slices(s, C, A, B, ko, block, reg, k_tile)
+    _stage_slices(s, C, A, B, ko, block, k_tile,
+                  fill_threads or (block[0] // reg[0], block[1] // reg[1]))
     return C, s
 
 
-def _stage_slices(s, C, A, B, ko, block, reg, k_tile):
-    """Copy the k slices of A and B to shared memory at ``ko``, with the block's threads:
-    x over contiguous elements, y over rows."""
-    threads_y, threads_x = block[0] // reg[0], block[1] // reg[1]
+def _stage_slices(s, C, A, B, ko, block, k_tile, threads):
+    """Copy the k slices of A and B to shared memory at ``ko`` with ``threads`` (y, x): x
+    over contiguous elements, y over rows."""
+    threads_y, threads_x = threads
     for src, rows, cols in ((A, block[0], k_tile), (B, k_tile, block[1])):
         st = s[src].cache_read(C, memory="shared")
         s[st].compute_at(C, ko)

@@ -7,32 +7,15 @@ import numpy as np
 import pytest
 
 import schedlang as sl
-from schedlang.bench.workloads import gemm_algorithm
+from schedlang.bench.gpu_workloads import gemm_gpu
 from schedlang.targets.gpu_compilers import check_compiles
 
 pytestmark = pytest.mark.filterwarnings("ignore:no .* device here")
 
 
 def gemm(m, n, k, block=(16, 16), reg=(2, 2), k_tile=8, fill_threads=None):
-    A, B, C, i, j, _ = gemm_algorithm(m, n, k)
-    s = sl.Schedule(C)
-    io, jo, ii, ji = s[C].tile(i, j, *block)
-    ti, ri = s[C].split(ii, reg[0], names=("ti", "ri"))
-    tj, rj = s[C].split(ji, reg[1], names=("tj", "rj"))
-    ko, ki = s[C].split("k", k_tile)
-    s[C].reorder(io, jo, ti, tj, ko, ki, ri, rj)
-    s[C].gpu_blocks(jo, io).gpu_threads(tj, ti)
-    s[C].unroll(ri).unroll(rj)
-    ty, tx = fill_threads or (block[0] // reg[0], block[1] // reg[1])
-    for src in (A, B):
-        st = s[src].cache_read(C, memory="shared")
-        s[st].compute_at(C, ko)
-        y, x = [d.name for d in s[st].dims]
-        xo, xi = s[st].split(x, tx)
-        yo, yi = s[st].split(y, ty)
-        s[st].reorder(yi, xi, yo, xo)
-        s[st].gpu_threads(xi, yi)
-    return C, s
+    return gemm_gpu(m, n, k, block, reg, k_tile, registers_over_k=True,
+                    fill_threads=fill_threads)
 
 
 @pytest.mark.parametrize("m, n, k", [(32, 48, 16), (37, 29, 21), (1, 1, 1), (16, 16, 100)])
