@@ -1,6 +1,7 @@
 """The schedule a GPU target uses when none is given. Every Func computed at root gets its
 pure loops tiled onto blocks and threads (16 x 16 threads over the last two dimensions, 256
-along a single one, the dimensions before those fused onto blockIdx.z), its reduction loops
+along a single one, the dimensions before those fused onto blockIdx.z; a block loop longer
+than y or z hold, 65535, goes on x instead), its reduction loops
 left inside each thread. A *matrix product* (a sum over one reduction variable of a read
 along its last axis times a read along another, as matmul makes) instead takes
 ``bench/gpu_workloads.py``'s GEMM schedule: 64 x 64 tiles of C per block, 4 x 4 of them
@@ -26,6 +27,7 @@ TILE_2D = (16, 16)
 TILE_1D = 256
 ROW_THREADS = 256
 MATMUL_BLOCK, MATMUL_REGISTERS, MATMUL_K = (64, 64), (4, 4), 16
+GRID_YZ = 65535     # blocks a grid holds along y and z (along x: 2**31 - 1)
 
 
 def gpu_default_schedule(outputs):
@@ -40,8 +42,9 @@ def gpu_default_schedule(outputs):
             pure = [d.name for d in st.dims if not d.is_rvar]
             rvars = [d.name for d in st.dims if d.is_rvar]
             d = s.definitions(f)[index]
-            if f not in outputs and len(rvars) == 1 and len(st.dims) == len(pure) + 1 \
-                    and _reads_along_last_axis(d, rvars[0]):
+            # (a reduction into one value has no row loop to put on the grid)
+            if f not in outputs and pure and len(rvars) == 1 \
+                    and len(st.dims) == len(pure) + 1 and _reads_along_last_axis(d, rvars[0]):
                 _row_reduction(s, f, _stage(s, f, index), pure, rvars[0])
                 continue
             # (one batch loop at most: the k slices of operands staged at a fused batch
@@ -50,12 +53,13 @@ def gpu_default_schedule(outputs):
             if operands is not None:
                 mark = len(s.trace)
                 try:
-                    _matmul_tiles(s, f, _stage(s, f, index), pure, rvars[0], operands)
+                    _matmul_tiles(s, f, _stage(s, f, index), pure, rvars[0], operands,
+                                  _extents(f, len(pure)))
                     continue
                 except SchedlangError:
                     s = s.copy(mark)    # (an operand inlined, say): plain tiles instead
             if pure:
-                _tiles(_stage(s, f, index), pure, rvars)
+                _tiles(_stage(s, f, index), pure, rvars, _extents(f, len(pure)))
             # else: a reduction into one value, which one thread runs
     return s
 
@@ -80,7 +84,8 @@ def _row_kernels(s, outputs):
             rows, (last,) = pure[:-1], pure[-1:]
             jo, ji = s[o].split(last, ROW_THREADS)
             s[o].reorder(*rows, ji, jo)
-            s[o].gpu_blocks(*reversed(rows)).gpu_threads(ji)
+            _on_grid(s[o], list(reversed(rows)), _extents(o, len(pure))[-2::-1])
+            s[o].gpu_threads(ji)
             pending = list(reductions)
             while pending:
                 # a reduction read by another one goes in after it (log_softmax's max is
@@ -140,6 +145,40 @@ def _stage(s, f, index):
     return s[f] if index == 0 else s[f].update(index - 1)
 
 
+def _extents(f, n):
+    """``f``'s size along each of its ``n`` dimensions, None where it is not known when
+    compiling (a Func with no shape= takes its sizes from bounds inference; an update
+    stage may have fewer pure loops than the Func has dimensions)."""
+    if f.shape is None or len(f.shape) != n:
+        return [None] * n
+    return [x.value if isinstance(x, E.Const) else None for x in f.shape]
+
+
+def _blocks(extent, tile):
+    return None if extent is None else -(-extent // tile)
+
+
+def _product(extents):
+    out = 1
+    for x in extents:
+        if x is None:
+            return None
+        out *= x
+    return out
+
+
+def _on_grid(stage, loops, extents):
+    """``stage.gpu_blocks(*loops)`` (the first on x), but the longest loop on x when one
+    has more blocks than the grid's y or z holds (a softmax over 70000 rows of 8, say):
+    the device refuses such a launch, and x holds 2**31 - 1."""
+    loops, extents = list(loops), list(extents)
+    big = [n for n, x in enumerate(extents) if n and x is not None and x > GRID_YZ]
+    if big:
+        n = max(big, key=lambda n: extents[n])
+        loops[0], loops[n] = loops[n], loops[0]
+    stage.gpu_blocks(*loops)
+
+
 def _matmul_operands(d, pure, rvars):
     """The two Funcs a matrix product ``sum(A[.., i, k] * B[.., k, j])`` reads, exactly so
     indexed (``i, j`` the stage's last two pure variables, ``k`` its reduction variable;
@@ -170,7 +209,7 @@ def _matmul_operands(d, pure, rvars):
     return None
 
 
-def _matmul_tiles(s, f, stage, pure, rvar, operands):
+def _matmul_tiles(s, f, stage, pure, rvar, operands, extents):
     """bench/gpu_workloads.py's GEMM schedule on a matrix-product stage."""
     outer = pure[:-2]
     y, x = pure[-2:]
@@ -179,7 +218,9 @@ def _matmul_tiles(s, f, stage, pure, rvar, operands):
     tx, rx = stage.split(xi, MATMUL_REGISTERS[1])
     ko, ki = stage.split(rvar, MATMUL_K)
     stage.reorder(*(outer + [yo, xo, ko, ty, tx, ki, ry, rx]))
-    stage.gpu_blocks(xo, yo, *outer).gpu_threads(tx, ty)
+    _on_grid(stage, [xo, yo, *outer], [_blocks(extents[-1], MATMUL_BLOCK[1]),
+                                         _blocks(extents[-2], MATMUL_BLOCK[0]), *extents[:-2]])
+    stage.gpu_threads(tx, ty)
     stage.unroll(ry).unroll(rx)
     threads = (MATMUL_BLOCK[0] // MATMUL_REGISTERS[0], MATMUL_BLOCK[1] // MATMUL_REGISTERS[1])
     for g in operands:
@@ -193,7 +234,7 @@ def _matmul_tiles(s, f, stage, pure, rvar, operands):
         s[staged].gpu_threads(ci, ri)
 
 
-def _tiles(stage, pure, rvars):
+def _tiles(stage, pure, rvars, extents):
     if len(pure) == 1:
         stage.gpu_tile(pure[0], TILE_1D)
         return
@@ -203,7 +244,9 @@ def _tiles(stage, pure, rvars):
     y, x = pure[-2:]
     yo, xo, yi, xi = stage.tile(y, x, *TILE_2D)
     stage.reorder(*(([outer[0]] if outer else []) + [yo, xo, yi, xi] + rvars))
-    stage.gpu_blocks(xo, yo, *outer).gpu_threads(xi, yi)
+    blocks = [_blocks(extents[-1], TILE_2D[1]), _blocks(extents[-2], TILE_2D[0])]
+    _on_grid(stage, [xo, yo, *outer], blocks + [_product(extents[:-2])] * len(outer))
+    stage.gpu_threads(xi, yi)
 
 
 def _row_reduction(s, f, stage, pure, rvar):
@@ -214,10 +257,11 @@ def _row_reduction(s, f, stage, pure, rvar):
     # computed at a fused loop would span every row its index splits into (bounds
     # inference cannot see that a // and a % of one value name one row), too many for
     # shared memory
-    rows = list(pure)
+    rows, extents = list(pure), _extents(f, len(pure))
     while len(rows) > 3:
         rows[0:2] = [stage.fuse(rows[0], rows[1])]
-    stage.gpu_blocks(*reversed(rows))
+        extents[0:2] = [_product(extents[0:2])]
+    _on_grid(stage, list(reversed(rows)), extents[::-1])
     s[partial].compute_at(f, rows[-1])
     for pst in s.stage_schedules(partial):
         pstage = s[partial] if pst.index == 0 else s[partial].update(pst.index - 1)
