@@ -10,8 +10,9 @@ in each thread's registers, both operands' k slices of 16 staged in shared memor
 axis of what it reads, as softmax and layernorm make) instead runs one block per row:
 256 threads read the row in coalesced strides into partial results in shared memory
 (``rfactor``), and one thread folds them; a Func that reads such reductions at its own
-row (softmax's output) takes them into its kernel, a block per row. Inline Funcs stay
-inline.
+row (softmax's output) takes them into its kernel, a block per row. A reduction into one
+value is split into 4096 strided partials on as many threads before one thread folds
+them. Inline Funcs stay inline.
 
 Example: ``s = gpu_default_schedule([C])`` for ``C[i, j] = sl.sum(A[i, k] * B[k, j])``
 gives ``s[C].tile('i', 'j', 64, 64)``, registers and shared k slices as above.
@@ -27,6 +28,7 @@ TILE_2D = (16, 16)
 TILE_1D = 256
 ROW_THREADS = 256
 MATMUL_BLOCK, MATMUL_REGISTERS, MATMUL_K = (64, 64), (4, 4), 16
+ONE_VALUE_PARTIALS = 4096
 GRID_YZ = 65535     # blocks a grid holds along y and z (along x: 2**31 - 1)
 
 
@@ -60,8 +62,25 @@ def gpu_default_schedule(outputs):
                     s = s.copy(mark)    # (an operand inlined, say): plain tiles instead
             if pure:
                 _tiles(_stage(s, f, index), pure, rvars, _extents(f, len(pure)))
+            elif len(rvars) == 1 and len(s.stage_schedules(f)) == 1:
+                mark = len(s.trace)
+                try:
+                    _partials_of_one_value(s, f, rvars[0])
+                except SchedlangError:
+                    s = s.copy(mark)    # one thread runs it
             # else: a reduction into one value, which one thread runs
     return s
+
+
+def _partials_of_one_value(s, f, rvar):
+    """A reduction into one value (a whole tensor's sum): ``ONE_VALUE_PARTIALS`` threads
+    each reduce a coalesced stride of it (``rfactor``), in blocks of 256, before one
+    thread folds their partials, rather than one thread doing it all."""
+    _, ri = s[f].split(rvar, ONE_VALUE_PARTIALS)
+    partial = s[f].rfactor(ri)
+    s[partial].compute_root()
+    for pst in s.stage_schedules(partial):
+        _stage(s, partial, pst.index).gpu_tile(ri, TILE_1D)
 
 
 def _row_kernels(s, outputs):

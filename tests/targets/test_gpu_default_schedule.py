@@ -88,3 +88,23 @@ def test_a_row_reduction_also_read_elsewhere_keeps_its_own_kernel():
     got_y, got_mx = kern(x=a)
     np.testing.assert_allclose(got_mx, a.max(-1, keepdims=True))
     np.testing.assert_allclose(got_y, np.maximum(a - a.max(-1, keepdims=True), 0))
+
+
+@pytest.mark.parametrize("n", [1, 300, 4097, 100000])
+def test_a_reduction_into_one_value_runs_on_many_threads(n):
+    x = Tensor.input("x", (n,))
+    a = np.random.default_rng(n).standard_normal(n, dtype=np.float32)
+    kern = sl.compile(x.sum(), target="cuda")
+    # 4096 strided partials (a kernel of 16 blocks), then one thread folds them
+    assert kern.source.count("__global__") == 2
+    assert abs(float(kern(x=a)) - float(a.astype(np.float64).sum())) <= 1e-6 * n + 1e-6
+    np.testing.assert_allclose(sl.compile(x - x.max(), target="cuda")(x=a), a - a.max())
+
+
+def test_an_argmax_into_one_value_keeps_one_thread_and_its_ties():
+    X = sl.Input("X", sl.int32, ("N",))
+    r = sl.RDom(X.shape[0], name="r")
+    f = sl.Func("f", shape=())
+    f[()] = sl.argmax(X[r])
+    b = np.array([3, 9, 1, 9, 2] * 300, np.int32)
+    assert int(sl.compile(f, target="cuda")(X=b)) == 1
