@@ -75,12 +75,6 @@ def _is_loop(kind):
     return lambda n: isinstance(n, ir.For) and n.kind == kind
 
 
-def _reads_memory(e):
-    found = []
-    E.walk_expr(e, lambda n: found.append(n) if isinstance(n, ir.Load) else None)
-    return bool(found)
-
-
 class _Host:
     """Walks the statements the host runs; each GPU nest it meets becomes a kernel."""
 
@@ -105,7 +99,7 @@ class _Host:
             return s
         if isinstance(s, ir.For) and s.kind == "gpu_block":
             return self.kernel(s)
-        if isinstance(s, ir.LetStmt) and not _reads_memory(s.value):
+        if isinstance(s, ir.LetStmt) and not ir.reads_memory(s.value):
             self.lets[s.var] = s.value
             body = self.stmt(s.body)
             del self.lets[s.var]
@@ -115,7 +109,7 @@ class _Host:
             body = self.stmt(s.body)
             self.scope.pop(s.var)
             return ir.For(s.var, s.min, s.extent, "serial", body)
-        if isinstance(s, ir.IfThenElse) and not _reads_memory(s.cond):
+        if isinstance(s, ir.IfThenElse) and not ir.reads_memory(s.cond):
             return s.replace(then=self.stmt(s.then), else_=self.stmt(s.else_))
         if isinstance(s, ir.Allocate):
             return ir.Allocate(s.buffer, s.dtype, s.extents, "global", self.stmt(s.body))
@@ -193,36 +187,23 @@ def _all_stmts(s):
 
 def _free_vars(s):
     """The variables statement ``s`` uses that it does not bind."""
-    used, bound = set(), set()
+    used = set()
     for n in _all_stmts(s):
-        if isinstance(n, (ir.For, ir.LetStmt)):
-            bound.add(n.var)
         for e in ir.stmt_exprs(n):
             used |= E.expr_vars(e)
-    return used - bound
+    return used - ir.bound_vars(s)
 
 
 def _outer_buffers(phase, nest):
     """Buffers that are not allocated between the phase's root and ``nest`` (a nested fill
     may store only into the shared memory allocated around it, inside the phase)."""
-    inside = {n.buffer for n in _path_to(phase, nest) if isinstance(n, ir.Allocate)
+    inside = {n.buffer for n in _path(phase, nest) if isinstance(n, ir.Allocate)
               and n.memory == "shared"}
     return ir.stored_buffers(nest) - inside
 
 
-def _path_to(root, target):
-    """The statements from ``root`` down to (not including) ``target``."""
-    def go(n):
-        if n is None:
-            return None
-        if n is target:
-            return []
-        for c in ir.child_stmts(n):
-            p = go(c)
-            if p is not None:
-                return [n] + p
-        return None
-    return go(root) or []
+def _path(root, target):
+    return ir.path_to(root, target) or []
 
 
 def _without_last_barrier(s):
@@ -404,7 +385,7 @@ class _Block:
             # one stage's own thread loops with a serial loop between them
             def dim(v):
                 return self.host.ctx.loop_names.get(v, (None, v))[1]
-            between = ", ".join(dim(n.var) for n in _path_to(chain[-1], nest)
+            between = ", ".join(dim(n.var) for n in _path(chain[-1], nest)
                                 if isinstance(n, ir.For) and n is not chain[-1])
             threads = ", ".join([dim(x.var) for x in chain] + [dim(nest.var)])
             raise CompileError(
@@ -431,7 +412,7 @@ class _Block:
                 "writes storage other than the shared memory it fills, or reads what those "
                 "threads write; only a shared-memory stage (cache_read(..., memory='shared') "
                 "computed at a loop inside the thread loops) can be filled there")
-        path = _path_to(phase, nest)
+        path = _path(phase, nest)
         for n in path:
             exprs = [n.min, n.extent] if isinstance(n, ir.For) else \
                 [n.cond] if isinstance(n, ir.IfThenElse) else []

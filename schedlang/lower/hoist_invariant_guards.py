@@ -18,25 +18,13 @@ def hoist_invariant_guards(stmt, ctx):
     return ir.map_stmt(stmt, _hoist)
 
 
-def _reads_memory(e):
-    found = []
-    E.walk_expr(e, lambda n: found.append(n) if isinstance(n, ir.Load) else None)
-    return bool(found)
-
-
-def _bound_inside(s):
-    names = set()
-    ir.walk_stmt(s, lambda n: names.add(n.var) if isinstance(n, (ir.For, ir.LetStmt)) else None)
-    return names
-
-
 def _hoist(s):
     if not isinstance(s, ir.For) or s.kind not in ("serial", "unrolled"):
         return None
     body = ir.map_stmt(s.body, _hoist)
 
     def invariant(e):
-        return not _reads_memory(e) and not (E.expr_vars(e) & (_bound_inside(s) | {s.var}))
+        return not ir.reads_memory(e) and not (E.expr_vars(e) & ir.bound_vars(s))
 
     def loop(inner):
         new = ir.For(s.var, s.min, s.extent, s.kind, inner, s.gpu_dim)

@@ -383,6 +383,34 @@ def walk_stmt(s, fn):
         walk_stmt(c, fn)
 
 
+def reads_memory(e) -> bool:
+    """Whether expression ``e`` loads from a buffer anywhere inside."""
+    found = []
+    walk_expr(e, lambda n: found.append(n) if not found and isinstance(n, Load) else None)
+    return bool(found)
+
+
+def bound_vars(s) -> set:
+    """The variables the loops and lets of statement ``s`` (itself included) bind."""
+    names = set()
+    walk_stmt(s, lambda n: names.add(n.var) if isinstance(n, (For, LetStmt)) else None)
+    return names
+
+
+def path_to(root, target):
+    """The statements from ``root`` down to ``target`` (not included), outermost first, or
+    None when ``target`` is not inside ``root``."""
+    if root is None:
+        return None
+    if root is target:
+        return []
+    for c in child_stmts(root):
+        p = path_to(c, target)
+        if p is not None:
+            return [root] + p
+    return None
+
+
 def stored_buffers(s) -> set:
     """The names of the buffers statement ``s`` stores to, anywhere inside."""
     out = set()

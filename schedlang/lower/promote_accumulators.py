@@ -30,13 +30,6 @@ def _lanes_index(lanes):
     return zero if lanes == 1 else ir.Ramp(zero, E.Const(1, T.int64), lanes)
 
 
-def _bound_inside(loop):
-    names = {loop.var}
-    ir.walk_stmt(loop.body, lambda s: names.add(s.var) if isinstance(s, (ir.LetStmt, ir.For))
-                 else None)
-    return names
-
-
 def _span(idx):
     """(base, lanes) of a scalar index or a stride-1 ramp, else None."""
     if isinstance(idx, ir.Ramp):
@@ -146,7 +139,7 @@ class _Promoter:
             for idx, _, _ in slots.values():
                 sp = _span(idx)
                 # invariant: after substituting the lets, only names from outside the loop
-                if sp is None or loop.var in ir.expr_vars(idx) or _bound_inside(loop) & \
+                if sp is None or loop.var in ir.expr_vars(idx) or ir.bound_vars(loop) & \
                         ir.expr_vars(idx):
                     ok = False
                     break

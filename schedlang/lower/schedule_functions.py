@@ -217,7 +217,8 @@ def inject(ctx, stmt, f):
     if memory == "shared":
         # the block's threads fill a shared Func together: its region is what all the
         # gpu_threads loops around it read, not one thread's part
-        scope = thread_scope([s for s in _loops_down_to(stmt, loop) if s.kind == "gpu_thread"])
+        scope = thread_scope([s for s in ir.path_to(stmt, loop) or []
+                              if isinstance(s, ir.For) and s.kind == "gpu_thread"])
     region = _demand(ctx, f, loop.body, scope)
     if region is None:
         return stmt
@@ -248,17 +249,6 @@ def inject(ctx, stmt, f):
                             f"level must be outside the compute level "
                             f"({fs.compute[1].name}.{fs.compute[3]})")
     return _replace_loop(stmt, store, ir.Realize(f, [], memory, store.body))[0]
-
-
-def _loops_down_to(s, target):
-    """The For loops on the path from ``s`` down to loop ``target`` (not included)."""
-    if s is None or s is target:
-        return [] if s is target else None
-    for c in ir.child_stmts(s):
-        path = _loops_down_to(c, target)
-        if path is not None:
-            return ([s] if isinstance(s, ir.For) else []) + path
-    return None
 
 
 def _parallel_between(s, var):
