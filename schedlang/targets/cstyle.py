@@ -26,23 +26,13 @@ class Language:
     """What one GPU language spells differently. Templates take ``{}`` fields."""
 
     def __init__(self, name, *, prelude, kernel_prefix, buffer_param, scalar_param,
-                 block_idx, thread_idx, barrier, shared, types, float_bits, bits_float,
+                 block_idx, thread_idx, barrier, shared, types, bits_float,
                  math, extra_params=(), has_float64=True, launch_bounds=None,
                  restrict="__restrict__", int64_suffix=("ll", "ull")):
-        self.name, self.prelude, self.kernel_prefix = name, prelude, kernel_prefix
-        self.buffer_param, self.scalar_param = buffer_param, scalar_param
-        self.block_idx, self.thread_idx, self.barrier = block_idx, thread_idx, barrier
-        self.shared, self.types, self.float_bits = shared, types, float_bits
-        self.bits_float, self.math, self.extra_params = bits_float, math, extra_params
-        self.has_float64, self.launch_bounds, self.restrict = has_float64, launch_bounds, restrict
-        self.int64_suffix = int64_suffix
-        self._fields = dict(prelude=prelude, kernel_prefix=kernel_prefix,
-                            buffer_param=buffer_param, scalar_param=scalar_param,
-                            block_idx=block_idx, thread_idx=thread_idx, barrier=barrier,
-                            shared=shared, types=types, float_bits=float_bits,
-                            bits_float=bits_float, math=math, extra_params=extra_params,
-                            has_float64=has_float64, launch_bounds=launch_bounds,
-                            restrict=restrict, int64_suffix=int64_suffix)
+        fields = dict(locals())
+        del fields["self"], fields["name"]
+        self.name, self._fields = name, fields
+        self.__dict__.update(fields)
 
     def fields(self):
         """The keyword arguments this table was made from (to derive another language)."""

@@ -30,7 +30,6 @@ CUDA = Language(
     barrier="__syncthreads();",
     shared="__shared__",
     types=C_TYPES,
-    float_bits={32: "__float_as_uint({})", 64: "__double_as_longlong({})"},
     bits_float={32: "__uint_as_float({})", 64: "__longlong_as_double((long long){})"},
     math=MATH,
 )

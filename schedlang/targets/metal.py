@@ -39,7 +39,6 @@ METAL = Language(
     types={"bool": "bool", "int8": "char", "int16": "short", "int32": "int", "int64": "long",
            "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
            "float32": "float"},
-    float_bits={32: "as_type<uint>({})"},
     bits_float={32: "as_type<float>((uint){})"},
     math=MATH,
     extra_params=("uint3 sl_group [[threadgroup_position_in_grid]]",
