@@ -10,6 +10,8 @@ import schedlang as sl
 from schedlang.bench.gpu_workloads import gemm_gpu
 from schedlang.targets.gpu_compilers import check_compiles
 
+from gpu_matmul import stage_in_shared, tiled_matmul
+
 pytestmark = pytest.mark.filterwarnings("ignore:no .* device here")
 
 
@@ -95,20 +97,8 @@ def test_thread_loops_inside_thread_loops_need_shared_memory():
 def test_a_stage_of_an_input_read_through_clamp_edge_gets_its_tile_size(m, n, k):
     # the staged tile's extent, min(max(min(t*8 + 7, M - 1), 0), M - 1) - min(t*8, M - 1)
     # + 1, is at most 8, which interval arithmetic alone cannot see
-    A = sl.Input("A", sl.float32, ("M", "K"))
-    B = sl.Input("B", sl.float32, ("K", "N"))
-    i, j = sl.vars("i j")
-    r = sl.RDom(A.shape[1], name="k")
-    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
-    C[i, j] = sl.sum(sl.clamp_edge(A)[i, r] * B[r, j])
-    s = sl.Schedule(C)
-    io, jo, ii, ji = s[C].tile(i, j, 8, 8)
-    ko, ki = s[C].split("k", 8)
-    s[C].reorder(io, jo, ko, ii, ji, ki)
-    s[C].gpu_blocks(jo, io).gpu_threads(ji, ii)
-    staged = s[A].cache_read(C, memory="shared")
-    s[staged].compute_at(C, ko)
-    s[staged].gpu_threads(*reversed([d.name for d in s[staged].dims]))
+    A, B, C, s, ko = tiled_matmul(read_a=lambda a, x, r: sl.clamp_edge(a)[x, r])
+    stage_in_shared(s, A, C, ko)
     kern = sl.compile(C, s, target="cuda")
     assert "__shared__ float A_C[64];" in kern.source
     rng = np.random.default_rng(m)
@@ -117,19 +107,8 @@ def test_a_stage_of_an_input_read_through_clamp_edge_gets_its_tile_size(m, n, k)
 
 
 def test_a_serial_loop_between_a_stages_own_thread_loops_is_named():
-    A = sl.Input("A", sl.float32, (32, 32))
-    B = sl.Input("B", sl.float32, (32, 32))
-    i, j = sl.vars("i j")
-    r = sl.RDom(32, name="k")
-    C = sl.Func("C", shape=(32, 32))
-    C[i, j] = sl.sum(A[i, r] * B[r, j])
-    s = sl.Schedule(C)
-    io, jo, ii, ji = s[C].tile(i, j, 8, 8)
-    ko, ki = s[C].split("k", 8)
-    s[C].reorder(io, jo, ko, ii, ji, ki)
-    s[C].gpu_blocks(jo, io).gpu_threads(ji, ii)
-    staged = s[A].cache_read(C, memory="shared")
-    s[staged].compute_at(C, ko)
+    A, B, C, s, ko = tiled_matmul(shape=(32, 32, 32))
+    staged = stage_in_shared(s, A, C, ko, threads=False)
     y, x = [d.name for d in s[staged].dims]
     xo, xi = s[staged].split(x, 4)
     s[staged].reorder(y, xo, xi)

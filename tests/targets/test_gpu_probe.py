@@ -10,6 +10,8 @@ from schedlang import cli
 from schedlang.frontend import Tensor
 from schedlang.targets.gpu_compilers import check_compiles
 
+from gpu_matmul import stage_in_shared, tiled_matmul
+
 pytestmark = pytest.mark.filterwarnings("ignore:no .* device here")
 
 
@@ -26,19 +28,8 @@ def rng(seed=0):
 
 def matmul_staged(double_buffer=False, vector=False):
     """8 x 8 tiles of C, A's k slices of 8 staged in shared memory."""
-    A = sl.Input("A", sl.float32, ("M", "K"))
-    B = sl.Input("B", sl.float32, ("K", "N"))
-    i, j = sl.vars("i j")
-    k = sl.RDom(A.shape[1], name="k")
-    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
-    C[i, j] = sl.sum(A[i, k] * B[k, j])
-    s = sl.Schedule(C)
-    io, jo, ii, ji = s[C].tile(i, j, 8, 8)
-    ko, ki = s[C].split("k", 8)
-    s[C].reorder(io, jo, ko, ii, ji, ki)
-    s[C].gpu_blocks(jo, io).gpu_threads(ji, ii)
-    As = s[A].cache_read(C, memory="shared")
-    s[As].compute_at(C, ko)
+    A, B, C, s, ko = tiled_matmul()
+    As = stage_in_shared(s, A, C, ko, threads=False)
     rows, cols = [d.name for d in s[As].dims]
     if vector:
         co, ci = s[As].split(cols, 4)

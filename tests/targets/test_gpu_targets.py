@@ -16,6 +16,8 @@ import schedlang as sl
 import schedlang.frontend as F
 from schedlang.frontend import Tensor
 
+from gpu_matmul import stage_in_shared, tiled_matmul
+
 pytestmark = pytest.mark.filterwarnings("ignore:no .* device here")
 
 NVCC, PTXAS = shutil.which("nvcc"), shutil.which("ptxas")
@@ -68,20 +70,8 @@ def hip_compiles(source, tmp_path, name="k"):
 
 def matmul_shared(tile=16):
     """The shared-memory matmul: A's tile staged per k-step with its own gpu_threads."""
-    A = sl.Input("A", sl.float32, ("M", "K"))
-    B = sl.Input("B", sl.float32, ("K", "N"))
-    i, j = sl.vars("i j")
-    k = sl.RDom(A.shape[1], name="k")
-    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
-    C[i, j] = sl.sum(A[i, k] * B[k, j])
-    s = sl.Schedule(C)
-    io, jo, ii, ji = s[C].tile(i, j, tile, tile)
-    ko, ki = s[C].split("k", tile)
-    s[C].reorder(io, jo, ko, ii, ji, ki)
-    s[C].gpu_blocks(jo, io).gpu_threads(ji, ii)
-    As = s[A].cache_read(C, memory="shared")
-    s[As].compute_at(C, ko)
-    s[As].gpu_threads(*reversed([d.name for d in s[As].dims]))
+    A, B, C, s, ko = tiled_matmul(tile, tile)
+    stage_in_shared(s, A, C, ko)
     return C, s
 
 
@@ -213,21 +203,9 @@ def test_matmul_shared_memory(shape):
 
 
 def test_matmul_both_operands_shared():
-    A = sl.Input("A", sl.float32, ("M", "K"))
-    B = sl.Input("B", sl.float32, ("K", "N"))
-    i, j = sl.vars("i j")
-    k = sl.RDom(A.shape[1], name="k")
-    C = sl.Func("C", shape=(A.shape[0], B.shape[1]))
-    C[i, j] = sl.sum(A[i, k] * B[k, j])
-    s = sl.Schedule(C)
-    io, jo, ii, ji = s[C].tile(i, j, 8, 8)
-    ko, ki = s[C].split("k", 8)
-    s[C].reorder(io, jo, ko, ii, ji, ki)
-    s[C].gpu_blocks(jo, io).gpu_threads(ji, ii)
+    A, B, C, s, ko = tiled_matmul()
     for X in (A, B):
-        Xs = s[X].cache_read(C, memory="shared")
-        s[Xs].compute_at(C, ko)
-        s[Xs].gpu_threads(*reversed([d.name for d in s[Xs].dims]))
+        stage_in_shared(s, X, C, ko)
     kern = sl.compile(C, s, target="cuda")
     a = rng().standard_normal((19, 23), dtype=np.float32)
     b = rng(1).standard_normal((23, 17), dtype=np.float32)
