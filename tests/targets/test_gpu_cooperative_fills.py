@@ -64,15 +64,21 @@ def test_a_fill_wider_than_the_threads_around_it_is_refused():
     assert "ti of C" in msg and "tj of C" in msg and "span the whole block" in msg
 
 
-def test_a_shared_stage_inside_the_threads_without_thread_loops_is_refused():
+def doubled_staged_inside_threads(memory):
+    """C = A * 2 in 8 x 8 GPU tiles, A staged in ``memory`` at C's innermost thread loop."""
     A = sl.Input("A", sl.float32, (32, 32))
     i, j = sl.vars("i j")
     C = sl.Func("C", shape=(32, 32))
     C[i, j] = A[i, j] * 2
     s = sl.Schedule(C)
     s[C].gpu_tile(i, j, 8, 8)
-    st = s[A].cache_read(C, memory="shared")
+    st = s[A].cache_read(C, memory=memory)
     s[st].compute_at(C, "j.i")
+    return C, s, st
+
+
+def test_a_shared_stage_inside_the_threads_without_thread_loops_is_refused():
+    C, s, _ = doubled_staged_inside_threads("shared")
     with pytest.raises(sl.CompileError) as e:
         sl.compile(C, s, target="cuda")
     assert "A_C is staged in shared memory at a loop inside the gpu_threads loops" in \
@@ -80,14 +86,7 @@ def test_a_shared_stage_inside_the_threads_without_thread_loops_is_refused():
 
 
 def test_thread_loops_inside_thread_loops_need_shared_memory():
-    A = sl.Input("A", sl.float32, (32, 32))
-    i, j = sl.vars("i j")
-    C = sl.Func("C", shape=(32, 32))
-    C[i, j] = A[i, j] * 2
-    s = sl.Schedule(C)
-    s[C].gpu_tile(i, j, 8, 8)
-    st = s[A].cache_read(C, memory="global")
-    s[st].compute_at(C, "j.i")
+    _, s, st = doubled_staged_inside_threads("global")
     with pytest.raises(sl.ScheduleError) as e:
         s[st].gpu_threads(*[d.name for d in s[st].dims][::-1])
     assert "stage it in shared memory" in str(e.value)
