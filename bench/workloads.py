@@ -61,10 +61,11 @@ def _size_of(workload, text, parts):
             raise SystemExit(f"--size {text!r}: blur needs an image of at least 3x3")
         if len(size) == 2:
             return size
-    forms = {"gemm": "N or MxNxK", "conv": "C or NxCxHxWxK", "blur": "N or HxW",
-             "softmax": "N or RxC"}
+    forms = {"gemm": ("N or MxNxK", "1024"), "conv": ("C or NxCxHxWxK", "1x64x56x56x64"),
+             "blur": ("N or HxW", "4096"), "softmax": ("N or RxC", "4096")}
+    form, example = forms.get(workload, ("another form", "1024"))
     raise SystemExit(f"--size {text!r} does not fit workload {workload}, which takes "
-                     f"{forms.get(workload, 'another form')} (e.g. --size 1024)")
+                     f"{form} (e.g. --size {example})")
 
 
 def _check_fits_in_memory(workload, text, size):

@@ -628,9 +628,11 @@ def _pool(kind, x, kernel_size, stride, padding, dilation=1, ceil_mode=False,
     ph, pw = _pair(padding, f"{kind} padding")
     dh, dw = _pair(dilation, f"{kind} dilation")
     if builtins.min(kh, kw) < 1 or builtins.min(sh, sw) < 1 or builtins.min(dh, dw) < 1:
-        raise sl.AlgorithmError(f"{kind}: kernel_size, stride and dilation must be >= 1, got "
-                                f"kernel_size={kernel_size!r}, stride={stride!r}, "
-                                f"dilation={dilation!r}")
+        # avg_pool2d has no dilation argument: its message names only what it takes
+        names, got = ("kernel_size and stride", f"kernel_size={kernel_size!r}, stride={stride!r}")
+        if kind == "max_pool2d":
+            names, got = "kernel_size, stride and dilation", f"{got}, dilation={dilation!r}"
+        raise sl.AlgorithmError(f"{kind}: {names} must be >= 1, got {got}")
     if ph > kh // 2 or pw > kw // 2 or builtins.min(ph, pw) < 0:
         raise sl.AlgorithmError(f"{kind}: padding {(ph, pw)} must be >= 0 and at most half the "
                                 f"kernel size {(kh, kw)}")

@@ -384,6 +384,9 @@ def pad(x, pad_width, value=0, mode="constant", *, constant_values=None):
             raise sl.AlgorithmError(f"pad: mode given twice ({value!r} and mode={mode!r})")
         value, mode = 0, value
     if constant_values is not None:
+        if not (np.ndim(value) == 0 and value == 0):
+            raise sl.AlgorithmError(f"pad: the fill value is given twice (value={value!r} and "
+                                    f"constant_values={constant_values!r}); give one of them")
         value = constant_values
     if mode not in PAD_MODES:
         raise sl.AlgorithmError(f"pad: mode {mode!r} is not one of {', '.join(PAD_MODES)}")

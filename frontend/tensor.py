@@ -96,6 +96,7 @@ def tree_size(e, memo=None) -> int:
 # names users gave Tensor.input: a generated name skips them (an input named "sum0"
 # must not meet the frontend's own sum0)
 _user_names = set()
+_constant_names = set()     # the Input names given to constants (Tensor(array))
 
 
 def fresh_name(prefix: str) -> str:
@@ -163,6 +164,7 @@ class Tensor:
             arr = np.ascontiguousarray(arr)
         dtype = T.from_numpy(arr.dtype)
         name = fresh_name("_c")
+        _constant_names.add(name)
         stored = arr.reshape(arr.shape or (1,))
         inp = sl.Input(name, dtype, stored.shape)
         if arr.ndim == 0:
@@ -247,6 +249,10 @@ class Tensor:
             dtype = T.as_dtype(dtype)
         except sl.AlgorithmError as e:
             raise sl.AlgorithmError(f"Tensor.input({name!r}): {e}") from None
+        if name in _constant_names:
+            raise sl.AlgorithmError(f"Tensor.input({name!r}): the frontend already gave this name "
+                                    "to a constant Tensor(array); choose another name (_c "
+                                    "followed by digits names the frontend's constants)")
         inp = sl.Input(name, dtype, shape)
         _user_names.add(name)
         fn = lambda idx: inp[tuple(idx)]  # noqa: E731

@@ -29,3 +29,8 @@ class ArgumentError(SchedlangError):
 class OutOfMemoryError(ArgumentError, MemoryError):
     """A kernel's arguments need a buffer larger than memory (or a 64-bit byte count) holds:
     an output, a contiguous copy of an input, or an intermediate Func's storage."""
+
+
+class NameClashError(AlgorithmError, ScheduleError):
+    """Two different Funcs or Inputs of one pipeline share a name. The algorithm is at fault,
+    but the clash is found when a Schedule first covers both, so it is caught as either."""

@@ -435,8 +435,11 @@ def _literal_as(lit: Const, dtype: DType, op: str, what=None) -> Expr:
                                  "to sl.int64 first")
         return Const(lit.value, T.int32)
     if not T.literal_fits(lit.value, dtype):
+        # an update stores into a Func whose type its first definition fixed
+        fix = (f"store a value that fits, or give {what} a wider type in its first definition "
+               "(sl.cast there)" if op == "assignment" else "use sl.cast to widen the operand first")
         raise AlgorithmError(f"the literal {lit.value} does not fit {dtype} "
-                             f"({_type_source(op, what)}); use sl.cast to widen the operand first")
+                             f"({_type_source(op, what)}); {fix}")
     return Const(lit.value, dtype)
 
 

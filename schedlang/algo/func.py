@@ -12,6 +12,7 @@ from ..deep_recursion import deep_recursion
 from ..errors import AlgorithmError
 from . import expr as E
 from . import types as T
+from .evaluate import evaluate
 from .rdom import (IDENT, RDom, _check_name, _check_one_version_of_each_rdom,  # noqa: F401
                    _counter, _free, _predicate_vars, _settle_rdom_names, argmax, argmin,
                    maximum, minimum, product, reduce_identity, size_expr, sum,  # noqa: A004
@@ -593,7 +594,10 @@ def check_fact(cond, where, error):
                     "sizes (A.shape[0]) and Params, checked when the kernel is called. To keep "
                     "an index in bounds, clamp it or read through a boundary condition")
     if not facts_vars:
-        raise error(f"{where}({cond}): the fact mentions no size or Param, so it says nothing "
-                    "the compiler could use; state it about sizes (A.shape[0] % 16 == 0) "
-                    "or Params")
+        # constant sizes turn A.shape[1] % 4 == 0 into 16 % 4 == 0: true, it changes nothing
+        # (so one schedule serves fixed and symbolic sizes); false, it can never hold
+        if not bool(evaluate(cond, {}, exact=True)):
+            raise error(f"{where}({cond}): the fact is false (it mentions no size or Param "
+                        "that a call could change: the sizes in it are constants); state a "
+                        "fact that holds, or make the sizes symbolic (str names in the shape)")
     return cond

@@ -248,7 +248,22 @@ class StageLoops:
         m, e = d[5], d[6]
         if isinstance(m, E.Const) and isinstance(e, E.Const):
             return None
+        if not self._pieces_in_range(name):
+            return None
         return (m, simplify(m + e - 1))
+
+    def _pieces_in_range(self, name):
+        """True when no split of ``name``'s pieces (its outer and inner variables, and
+        theirs) runs past its own range unguarded: a tail='pad' split of ``x.o`` rounds
+        ``x.o`` up, and ``x`` with it, whatever the split of ``x`` was."""
+        todo = [name]
+        while todo:
+            sd = self.defs.get(todo.pop())
+            if sd is not None and sd[0] == "split":
+                if sd[4] == "pad":
+                    return False
+                todo += [sd[1], sd[2]]
+        return True
 
     def subst(self, names):
         """Map original variable names -> int32 Exprs of their variables."""

@@ -21,7 +21,7 @@ from ..algo.func import (ASSUMPTIONS, IDENT, Func, Input, cached_on_definition, 
                          definition_exprs, settle_func_names)
 from ..algo.printer import expr_to_python, user_text
 from ..deep_recursion import deep_recursion
-from ..errors import SchedlangError, ScheduleError
+from ..errors import NameClashError, SchedlangError, ScheduleError
 from .fact_text import parse_fact
 from .names import pipeline_names, rdoms_in_order, rename_directives
 from .placement import Placement, refs  # noqa: F401 - refs: staging.py imports it from here
@@ -245,7 +245,7 @@ class Schedule(Placement):
                        else "sl.Func(\"name\")")
                 if len(inputs) == 1:    # an Input named like a Func (a frontend op's result)
                     how = f"rename the Input: {how}"
-                raise ScheduleError(f"two different Funcs/Inputs are both named {f.name!r}"
+                raise NameClashError(f"two different Funcs/Inputs are both named {f.name!r}"
                                     f"{unnamed}; give each a unique name: {how}")
 
     def _add_func_state(self, f):

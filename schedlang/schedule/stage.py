@@ -97,6 +97,16 @@ class StageSchedule(HardwareBindings):
             if d.name == name:
                 return d
         loops = ", ".join(d.name for d in self.dims) or "none"
+        # a loop that a split or fuse replaced: say so (splitting i twice is a common slip)
+        for sp in self.splits:
+            if sp.kind == "split" and sp.old == name:
+                how = f"was split into {sp.outer} and {sp.inner}"
+            elif sp.kind == "fuse" and name in (sp.outer, sp.inner):
+                how = f"was fused into {sp.old}"
+            else:
+                continue
+            raise ScheduleError(f"{directive}({name}) on {self.name}: {name} {how}, so it is no "
+                                f"longer a loop; use one of its loops: {loops}")
         raise ScheduleError(f"{directive}({name}) on {self.name}: {self.name} has no loop named "
                             f"{name}; its loops are: {loops}")
 
@@ -203,7 +213,7 @@ class StageSchedule(HardwareBindings):
                                     "whose padded iterations land back on real points (its "
                                     f"rows and columns are clamped), which {self.func.name}'s "
                                     "inline reduction would count twice; use tail='guard'")
-            if tail == "pad" and self._is_output():
+            if tail == "pad" and self._is_output() and factor > 1:   # 1 rounds nothing up
                 # 'shift' is no way out for an inline reduction (refused just above)
                 other = "" if self.definition.reductions else " or 'shift'"
                 raise ScheduleError(f"{directive} on {self.name}: tail='pad' rounds the computed "
@@ -354,7 +364,7 @@ class StageSchedule(HardwareBindings):
                                     "unroll by a smaller factor")
             d = self._dim(name, "unroll")
             with self._atomic(directive):
-                _, vi = self.split(d.name, factor)
+                vi = self._split_inner(d, factor)
                 self._mark(vi, "unrolled", "unroll")
             self._record("unroll", [d.name, factor])
             return self
@@ -363,6 +373,17 @@ class StageSchedule(HardwareBindings):
         self._mark(d.name, "unrolled", "unroll")
         self._record("unroll", [d.name])
         return self
+
+    def _split_inner(self, d, factor):
+        """The inner loop of ``split(d, factor)`` for ``unroll`` / ``vectorize`` with a
+        factor; a parallel ``d`` stays parallel in its outer loop (as in Halide), so
+        ``parallel(j)`` then ``vectorize(j, 16)`` runs 16-lane pieces on the threads."""
+        if d.kind != "parallel":
+            return self.split(d.name, factor)[1]
+        d.kind = "serial"
+        vo, vi = self.split(d.name, factor)
+        self._mark(vo.name, "parallel", "parallel")
+        return vi
 
     def _require_constant_extent(self, name, directive, instead):
         """Refuse ``directive(name)`` without a factor on a loop whose extent is symbolic:
@@ -387,7 +408,7 @@ class StageSchedule(HardwareBindings):
                 raise ScheduleError(f"{directive} on {self.name}: the width must be an int in "
                                     "[1, 256]")
             with self._atomic(directive):
-                _, vi = self.split(d.name, width)
+                vi = self._split_inner(d, width)
                 self._mark(vi, "vectorized", "vectorize")
             self._record("vectorize", [d.name, width])
             return self

@@ -23,7 +23,7 @@ from ..lower import ir
 from ..lower.gpu_kernels import emulation_stmt
 from .cstyle import HALF_TYPES, render_kernels
 
-_ARCH = {"cuda": re.compile(r"sm_\d+[af]?$"), "hip": re.compile(r"gfx[0-9a-f]+$")}
+_ARCH = {"cuda": re.compile(r"sm_[1-9]\d{1,2}[af]?$"), "hip": re.compile(r"gfx[0-9a-f]+$")}
 _EXAMPLE = {"cuda": "cuda:sm_90", "hip": "hip:gfx942"}
 MAX_GRID = (2 ** 31 - 1, 65535, 65535)
 

@@ -117,8 +117,8 @@ def test_split_with_wrong_names_is_a_schedule_error(names):
 @pytest.mark.parametrize("setup, directive, message", [
     (lambda st: st.split("y", 2, names=("x.o", "y.i")), lambda st: st.vectorize("x", 4),
      "vectorize(x, 4) on f: the loop name 'x.o' is already used"),
-    (lambda st: st.parallel("x"), lambda st: st.unroll("x", 4),
-     "unroll(x, 4) on f: x is already marked parallel"),
+    (lambda st: st.gpu_threads("x"), lambda st: st.unroll("x", 4),
+     "unroll(x, 4) on f: x is already marked gpu_thread"),
     (lambda st: st.parallel("x"), lambda st: st.gpu_tile("y", "x", 4, 4),
      "gpu_tile(y, x, 4, 4) on f: x is already marked parallel"),
 ], ids=["vectorize", "unroll", "gpu_tile"])
