@@ -36,7 +36,7 @@ from .keys import (check_threads, concrete_sizes, estimated_sizes, estimated_siz
                    size_names, symbolic_sizes, workload_key)
 from .measure import Bench, CompilePool, kernel_result
 from .progress import Progress
-from .space import children, realize
+from .space import SIZE_ESTIMATES, children, realize
 from .templates import seed_schedules
 
 STRATEGIES = ("beam", "model")
@@ -302,9 +302,13 @@ class _Search:
             # part of the budget kept for timing the finalists again: a budget that ran out
             # while the round compiled threw the whole round away, and in round 0 (a
             # loaded machine, slow compiles) the search returned the default schedule
-            if self.end - time.perf_counter() <= 0 and not past_budget:
-                break
             best = self.best()
+            left = self.end - time.perf_counter()
+            # a candidate's checked run takes about the best time so far: one that cannot
+            # end within the budget is not started (a 4-second default made a 10-second
+            # search take 13)
+            if (left <= 0 or (best is not None and best.time_s > left)) and not past_budget:
+                break
             try:
                 kern = self.bench.kernel(s, r)
                 status, t = self.bench.check_and_time(kern, best.time_s if best else None,
@@ -411,7 +415,9 @@ class _Search:
         finalists = sorted(self.good, key=lambda c: c.time_s)[:FINALISTS]
         best = finalists[0]
         left = self.end - time.perf_counter()
-        if len(finalists) > 1 and left > 0.1:
+        # each finalist runs six times at least (a warm-up and five turns): slow ones are
+        # kept at their search times rather than overrun the budget
+        if len(finalists) > 1 and left > max(0.1, 6 * sum(c.time_s for c in finalists)):
             timed = []
             for cand in finalists:
                 try:
@@ -488,6 +494,17 @@ def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None
         sizes = estimated_sizes(outputs)
         warnings.warn(estimated_sizes_note(outputs, sizes), stacklevel=3)
     shapes = concrete_sizes(outputs, sizes)
+    # templates and actions size their tiles at the sizes tuned for
+    estimates = SIZE_ESTIMATES.set(dict(sizes) if sizes else None)
+    try:
+        return _tune(outputs, target, beam, budget_s, strategy, threads, sizes, shapes, jobs,
+                     database, progress, summary, store, seeds, extra, rng_seed)
+    finally:
+        SIZE_ESTIMATES.reset(estimates)
+
+
+def _tune(outputs, target, beam, budget_s, strategy, threads, sizes, shapes, jobs, database,
+          progress, summary, store, seeds, extra, rng_seed):
     key = workload_key(outputs, target, sizes, threads)
     db = TuningDatabase(database)
     name = ", ".join(o.name for o in outputs)

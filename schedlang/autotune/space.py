@@ -15,10 +15,12 @@ Example::
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 
 from ..algo import expr as E
+from ..algo.evaluate import Unbound, evaluate
 from ..algo.func import Input
 from ..errors import SchedlangError
 from ..lower.context import LowerContext
@@ -80,6 +82,23 @@ def realize(child, outputs):
 # ------------------------------------------------------------------ loop extents
 
 _REGIONS = {}
+# Values of symbolic sizes the search assumes (the sizes it tunes at, given or estimated):
+# the templates and actions size tiles and splits by them; the schedules still run at any
+# size. None: symbolic extents stay unknown.
+SIZE_ESTIMATES = contextvars.ContextVar("schedlang_size_estimates", default=None)
+
+
+def _extent_value(x):
+    """An extent as an int: a constant, or one computed from ``SIZE_ESTIMATES``; else None."""
+    if isinstance(x, E.Const):
+        return int(x.value)
+    estimates = SIZE_ESTIMATES.get()
+    if not estimates or not isinstance(x, E.Expr):
+        return None
+    try:
+        return int(evaluate(x, estimates))
+    except (Unbound, ArithmeticError, TypeError, ValueError):
+        return None
 
 
 def stored_regions(outputs):
@@ -88,7 +107,8 @@ def stored_regions(outputs):
     stored (compute_root), from bounds inference, so that a producer indexed differently
     from the output (a padded input, transposed weights) has its true extents. Cached per
     pipeline. Example: ``stored_regions([C])["Bp"]`` for a ``C`` that reads a Func ``Bp``."""
-    key = tuple(id(o) for o in outputs)
+    estimates = SIZE_ESTIMATES.get()
+    key = (tuple(id(o) for o in outputs), tuple(sorted(estimates.items())) if estimates else ())
     hit = _REGIONS.get(key)
     if hit is not None and all(a is b for a, b in zip(hit[0], outputs)):
         return hit[1]
@@ -108,7 +128,7 @@ def stored_regions(outputs):
         for (fid, d), (_, ext) in ctx.region_values.items():
             if fid in names:
                 row = regions.setdefault(names[fid], {})
-                row[d] = int(ext.value) if isinstance(ext, E.Const) else None
+                row[d] = _extent_value(ext)
     except SchedlangError:
         regions = {}
     regions = {n: [row.get(d) for d in range(max(row) + 1)] for n, row in regions.items()}
@@ -125,8 +145,8 @@ def extents_of(s):
     by_var = {}
     for o in s.outputs:
         for a, x in zip(o.definitions[0].args, o.shape or ()):
-            if isinstance(x, E.Const):
-                by_var[a.name] = int(x.value)
+            if _extent_value(x) is not None:
+                by_var[a.name] = _extent_value(x)
     regions = stored_regions(s.outputs)
     out = {}
     for f in s.funcs:
@@ -137,7 +157,7 @@ def extents_of(s):
             for v in st.definition.loop_vars:
                 if isinstance(v, E.RVar):
                     ext = v.rdom.bounds[v.dim][1]
-                    base[v.name] = int(ext.value) if isinstance(ext, E.Const) else None
+                    base[v.name] = _extent_value(ext)
                 elif v.name in pure and pure.index(v.name) < len(region) and \
                         region[pure.index(v.name)] is not None:
                     base[v.name] = region[pure.index(v.name)]

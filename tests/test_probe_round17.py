@@ -1,4 +1,4 @@
-"""Mistakes found by a sixteenth independent round of testing from SPEC.md alone:
+"""Mistakes found by a seventeenth independent round of testing from SPEC.md alone:
 - ``Tensor.input("_c0", ...)`` after a constant ``Tensor(array)`` clashed with the name
   the frontend had given the constant, and the ScheduleError blamed the user;
 - two Inputs of one name raised only ScheduleError, though the algorithm is at fault;
