@@ -18,7 +18,7 @@ from ..algo import expr as E
 from ..algo import types as T
 from ..errors import CompileError
 from . import ir
-from .interval import Interval, Scope, bounds_of, min_branches
+from .interval import Interval, Scope, bounds_of, constant_upper_bound
 from .simplify import const_value, simplify
 
 GPU_TARGETS = ("cuda", "hip", "metal")
@@ -480,24 +480,9 @@ class _Block:
         return None
 
     def const_hi(self, e):
-        """A constant upper bound of ``e`` in this block, or None. Through min, max and a
-        constant added (a double-buffered stage's size is ``max(min(K - 1, 7), ...) + 1``)."""
-        if isinstance(e, E.BinOp) and e.op in ("min", "max"):
-            a, b = self.const_hi(e.a), self.const_hi(e.b)
-            if e.op == "max":
-                return None if a is None or b is None else max(a, b)
-            return a if b is None else b if a is None else min(a, b)
-        if isinstance(e, E.BinOp) and e.op in ("add", "sub") and const_value(e.b) is not None:
-            a = self.const_hi(e.a)
-            if a is not None:
-                return a + const_value(e.b) if e.op == "add" else a - const_value(e.b)
-        best = None
-        for branch in min_branches(e):
-            hi = bounds_of(simplify(branch), self.scope).hi
-            c = const_value(simplify(hi)) if hi is not None else None
-            if c is not None:
-                best = c if best is None else min(best, c)
-        return best
+        """A constant upper bound of ``e`` in this block, or None (a double-buffered
+        stage's size is ``max(min(K - 1, 7), ...) + 1``)."""
+        return constant_upper_bound(e, self.scope)
 
     def fixed_size(self, a, memory, limit):
         """Check that allocation ``a`` has a compile-time size in ``memory``."""

@@ -316,15 +316,46 @@ def min_branches(e, depth=0):
                 other = e.b if side == "a" else e.a
                 out = []
                 for part in (x.a, x.b):
-                    out += min_branches(E.BinOp(e.op, part, other) if side == "a"
-                                         else E.BinOp(e.op, other, part), depth + 1)
+                    out += _branch(E.BinOp(e.op, part, other) if side == "a"
+                                   else E.BinOp(e.op, other, part), depth + 1)
                 return out
             if side == "b" and e.op == "add" and isinstance(x, E.BinOp) and x.op == "min":
                 out = []
                 for part in (x.a, x.b):
-                    out += min_branches(E.BinOp("add", e.a, part), depth + 1)
+                    out += _branch(E.BinOp("add", e.a, part), depth + 1)
                 return out
         inner = min_branches(e.a, depth + 1)
         if len(inner) > 1:
             return [E.BinOp(e.op, x, e.b) for x in inner]
     return [e]
+
+
+def _branch(e, depth):
+    """``min_branches`` of a branch, simplified first: a shifted tile's
+    ``min(b + 5, M - 1) - b + 1`` has the branch ``b + 5 - b + 1``, which is 6; split
+    further, the ``max`` inside ``b`` would come apart from its other copy."""
+    return min_branches(simplify(e), depth)
+
+
+def constant_upper_bound(e, scope=None):
+    """A constant upper bound of the integer expression ``e`` (variables in ``scope`` over
+    their intervals, others fixed symbols), or None. Through min, max and a constant added,
+    and through the branches of a min (``min(t*6 + 5, M - 1) - t*6 + 1`` is at most 6).
+    Example: ``constant_upper_bound(min(x, 7) + 1) == 8``."""
+    scope = scope if scope is not None else Scope()
+    if isinstance(e, E.BinOp) and e.op in ("min", "max"):
+        a, b = constant_upper_bound(e.a, scope), constant_upper_bound(e.b, scope)
+        if e.op == "max":
+            return None if a is None or b is None else max(a, b)
+        return a if b is None else b if a is None else min(a, b)
+    if isinstance(e, E.BinOp) and e.op in ("add", "sub") and const_value(e.b) is not None:
+        a = constant_upper_bound(e.a, scope)
+        if a is not None:
+            return a + const_value(e.b) if e.op == "add" else a - const_value(e.b)
+    best = None
+    for branch in min_branches(e):
+        hi = bounds_of(simplify(branch), scope).hi
+        c = const_value(simplify(hi)) if hi is not None else None
+        if c is not None:
+            best = c if best is None else min(best, c)
+    return best

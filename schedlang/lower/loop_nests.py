@@ -15,6 +15,7 @@ from ..algo.func import reduce_identity, within_arg_range
 from ..errors import ScheduleError
 from . import ir
 from .context import AccFunc
+from .gpu_kernels import is_gpu_target
 from .prove import prove
 from .simplify import const_value, difference, simplify
 
@@ -102,6 +103,8 @@ class StageLoops:
             pure_ok = self.index == 0 and sp.old not in self.rvar_names and not has_red
             if pure_ok and prove(E.binary("ge", e, f), facts):
                 return "shift"
+            if pure_ok and const_value(e) is None and self._serial_pieces(sp.inner):
+                return "shift_guarded"
             return "guard"
         if sp.tail == "shift":
             if has_red:
@@ -111,13 +114,38 @@ class StageLoops:
             if divisible:
                 return "exact"
             if not prove(E.binary("ge", e, f), facts):
-                # the extent may be shorter than one split: shifting cannot apply, and a
-                # guard (partitioned into a vector loop and a short tail) gives the same values
-                return "guard"
+                # the extent may be shorter than one split: shifted while it is not, else
+                # one guarded piece; a constant shorter extent is simply guarded (the same
+                # values, partitioned into a vector loop and a short tail)
+                return "shift_guarded" if const_value(e) is None and \
+                    self._serial_pieces(sp.inner) else "guard"
             return "shift"
         if sp.tail == "pad":
             return "exact" if divisible else "pad"
         return "exact" if divisible else "guard"
+
+    def _serial_pieces(self, name):
+        """True when loop ``name`` and every loop split or fused from it run in order: a
+        symbolic extent is then split with shifted tiles (``shift_guarded``: full tiles
+        whenever the extent allows, whose regions ``specialize_tiles`` makes constant).
+        A vectorized or unrolled piece keeps the guard, which ``partition_loops`` turns
+        into a vector loop and a short tail."""
+        if is_gpu_target(self.ctx.target):
+            return False    # GPU tiles take their storage's constant upper bound instead
+        kinds = {d.name: d.kind for d in self.st.dims}
+        todo = [name]
+        while todo:
+            n = todo.pop()
+            if n in kinds:
+                if kinds[n] in ("vectorized", "unrolled"):
+                    return False
+                continue
+            for x in self.st.splits:
+                if x.kind == "split" and x.old == n:
+                    todo += [x.outer, x.inner]
+                elif x.kind == "fuse" and n in (x.outer, x.inner):
+                    todo.append(x.old)
+        return True
 
     def _known(self, e):
         """Replace region Vars by the values they will be bound to (for proofs only)."""

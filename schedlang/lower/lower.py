@@ -27,6 +27,7 @@ from .remove_clamps import remove_clamps
 from .remove_guards import remove_guards
 from .schedule_functions import schedule_functions
 from .simplify import simplify_stmt
+from .specialize_tiles import specialize_tiles
 from .storage_flattening import storage_flattening
 from .tensorize import tensorize
 from .unroll import unroll_loops
@@ -37,6 +38,7 @@ PASSES = [
     ("schedule_functions", schedule_functions),
     ("bounds_inference", bounds_inference),
     ("check_access_bounds", check_access_bounds),
+    ("specialize_tiles", specialize_tiles),
     ("storage_flattening", storage_flattening),
     ("simplify", lambda s, ctx: simplify_stmt(s)),
     ("remove_guards", remove_guards),

@@ -3,8 +3,10 @@
 --schedule FILE`` with a schedule saved for another size of the workload failed with a
 ScheduleError that did not name the file it came from; a conv with thousands of input
 channels was refused as "differs from numpy" by float32 rounding alone."""
+import numpy as np
 import pytest
 
+import schedlang as sl
 from schedlang import cli
 
 
@@ -27,16 +29,31 @@ def test_tune_refuses_a_target_before_it_says_it_is_tuning(target, says, capsys)
 
 
 def test_show_names_a_schedule_file_written_for_another_size(tmp_path, capsys):
-    # the 1024 GEMM's schedule unrolls a loop whose extent is constant only at that size
-    w = cli.make_workload("gemm", "1024", allocates=False)
-    path = tmp_path / "gemm1024.json"
-    path.write_text(w.algorithm()[1].to_json())
+    # unrolling all of j is 8 copies at size 8, and far too many at 3000
+    w = cli.make_workload("gemm", "8", allocates=False)
+    C = w.algorithm()[0]
+    s = sl.Schedule(C)
+    s[C].unroll("j")
+    path = tmp_path / "gemm8.json"
+    path.write_text(s.to_json())
     with pytest.raises(SystemExit) as e:
-        cli.main(["show", "gemm", "--size", "3", "--schedule", str(path)])
+        cli.main(["show", "gemm", "--size", "3000", "--schedule", str(path)])
     msg = str(e.value.code)
-    assert f"--schedule {path} does not fit gemm 3x3x3" in msg
+    assert f"--schedule {path} does not fit gemm 3000x3000x3000" in msg
     assert "ScheduleError" in msg and "unroll" in msg
     assert capsys.readouterr().out == ""
+
+
+def test_show_takes_the_1024_gemm_schedule_at_size_3():
+    # its register tile is unrolled over a region only 3 x 3 here: the full-tile copy of
+    # the tile (specialize_tiles) is unrolled, the edge copy that runs runs as loops
+    w = cli.make_workload("gemm", "1024", allocates=False)
+    small = cli.make_workload("gemm", "3", allocates=False)
+    C = small.algorithm()[0]
+    s = sl.Schedule.from_json(w.algorithm()[1].to_json(), C)
+    rng = np.random.default_rng(0)
+    a, b = rng.random((3, 3), dtype=np.float32), rng.random((3, 3), dtype=np.float32)
+    np.testing.assert_allclose(sl.compile(C, s)(A=a, B=b), a @ b, rtol=1e-5)
 
 
 def test_bench_conv_with_thousands_of_channels_is_timed_not_refused(monkeypatch):
