@@ -116,16 +116,18 @@ class Stmt:
 
 
 class For(Stmt):
-    """``for var in [min, min + extent)`` of a kind in LOOP_KINDS; ``gpu_dim`` for GPU kinds."""
+    """``for var in [min, min + extent)`` of a kind in LOOP_KINDS; ``gpu_dim`` for GPU kinds;
+    ``rolled``: a loop kept as a loop in the machine code (the edge copy of a specialized
+    tile, which seldom runs and is not worth LLVM's unrolling time)."""
 
-    __slots__ = ("var", "min", "extent", "kind", "body", "gpu_dim")
+    __slots__ = ("var", "min", "extent", "kind", "body", "gpu_dim", "rolled")
     children = ("body",)
     exprs = ("min", "extent")
 
-    def __init__(self, var: str, min, extent, kind, body, gpu_dim=0):
+    def __init__(self, var: str, min, extent, kind, body, gpu_dim=0, rolled=False):
         assert kind in LOOP_KINDS, kind
         self.var, self.min, self.extent, self.kind = var, min, extent, kind
-        self.body, self.gpu_dim = body, gpu_dim
+        self.body, self.gpu_dim, self.rolled = body, gpu_dim, rolled
 
 
 class LetStmt(Stmt):

@@ -524,8 +524,9 @@ def simplify_stmt(s, affine_lets=False):
             body = go(n.body)
             if shadow is not None:
                 env[n.var] = shadow
-            return ir.For(n.var, ex(n.min), ext, n.kind, body, n.gpu_dim) if body is not None \
-                else None
+            if body is None:
+                return None
+            return ir.For(n.var, ex(n.min), ext, n.kind, body, n.gpu_dim, n.rolled)
         if isinstance(n, ir.Block):
             return ir.make_block([go(c) for c in n.stmts])
         kw = {f: go(getattr(n, f)) for f in n.children}

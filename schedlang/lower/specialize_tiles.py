@@ -86,11 +86,13 @@ def _specialized(r, inner):
 
 
 def _rolled(body):
-    """``body`` with its unrolled loops run as plain loops: the edge tiles' copy. Unrolled
-    with symbolic extents, each copy of a loop body is guarded and split into a vector part
-    and a tail, and a register tile's worth of them took LLVM half a minute to compile."""
+    """``body`` with its loops kept rolled: the edge tiles' copy. Unrolled with symbolic
+    extents, each copy of a loop body is guarded and split into a vector part and a tail,
+    and a register tile's worth of them took LLVM half a minute to compile; LLVM's own
+    unrolling of the same loops (of a few iterations each) still took seconds."""
     def fn(s):
-        if isinstance(s, ir.For) and s.kind == "unrolled":
-            return s.replace(kind="serial", body=ir.map_stmt(s.body, fn))
+        if isinstance(s, ir.For) and s.kind in ("serial", "unrolled", "vectorized"):
+            kind = "serial" if s.kind == "unrolled" else s.kind
+            return s.replace(kind=kind, rolled=True, body=ir.map_stmt(s.body, fn))
         return None
     return ir.map_stmt(body, fn)

@@ -208,7 +208,7 @@ class Vectorizer:
             if _lanes(m) != 1 or _lanes(ext) != 1:
                 raise CannotVectorize()
             kind = "serial" if s.kind in ("parallel", "vectorized") else s.kind
-            return ir.For(s.var, m, ext, kind, self.stmt(s.body), s.gpu_dim)
+            return ir.For(s.var, m, ext, kind, self.stmt(s.body), s.gpu_dim, s.rolled)
         if isinstance(s, ir.IfThenElse):
             c = self.expr(s.cond)
             if _lanes(c) != 1:

@@ -461,10 +461,11 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
             return
         lo = self.expr(s.min)
         extent = self._coerce_int(self.expr(s.extent), s.extent.dtype, s.min.dtype)
-        self._serial_loop(s.var, s.min.dtype, lo, extent, s.body)
+        self._serial_loop(s.var, s.min.dtype, lo, extent, s.body, s.rolled)
 
-    def _serial_loop(self, var, dtype, lo, extent, body):
-        """``for var in [lo, lo + extent)``: a guarded, bottom-tested loop."""
+    def _serial_loop(self, var, dtype, lo, extent, body, rolled=False):
+        """``for var in [lo, lo + extent)``: a guarded, bottom-tested loop; ``rolled``: LLVM
+        is told not to unroll it."""
         b = self.b
         hi = b.add(lo, extent, name=var + ".end")
         pre = b.block
@@ -478,8 +479,21 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
         b = self.b
         nxt = b.add(i, ir.Constant(lo.type, 1), name=var + ".next")
         i.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_signed("<", nxt, hi), loop_bb, exit_bb)
+        latch = b.cbranch(b.icmp_signed("<", nxt, hi), loop_bb, exit_bb)
+        if rolled:
+            latch.set_metadata("llvm.loop", self._no_unroll_loop_id(var))
         b.position_at_end(exit_bb)
+
+    def _no_unroll_loop_id(self, var):
+        """A loop's own ``!llvm.loop`` node asking LLVM not to unroll it: the node names
+        itself first, as LLVM's loop IDs do (a unique string keeps two loops' apart
+        while it is built)."""
+        m = self.b.module
+        self._loop_ids = getattr(self, "_loop_ids", 0) + 1
+        disable = m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.disable")])
+        loop_id = m.add_metadata([ir.MetaDataString(m, f"{var}.{self._loop_ids}")])
+        loop_id.operands = (loop_id, disable)
+        return loop_id
 
     # ------------------------------------------------------------------ parallel loops
 

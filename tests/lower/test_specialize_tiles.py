@@ -131,3 +131,15 @@ def test_a_vectorized_split_of_a_symbolic_loop_keeps_its_guard_and_vector_tail()
     for n in (1, 15, 16, 17, 100):
         a = np.arange(n, dtype=np.float32)
         np.testing.assert_array_equal(sl.compile(f, s)(A=a), a * 2)
+
+
+def test_the_edge_copy_keeps_its_loops_rolled_in_the_machine_code():
+    # LLVM unrolling the edge copy's short loops took seconds per kernel, for code that
+    # runs on the last tiles only; the full-tile copy keeps LLVM's usual optimizations
+    C, s = _gemm()
+    assert "rolled" not in str(sl.lower(C, s))      # the loop IR reads as before
+    source = sl.compile(C, s).source
+    assert '!"llvm.loop.unroll.disable"' in source
+    assert source.count("!llvm.loop !") > 10
+    constant = sl.compile(*_gemm((48, 128, 16))).source
+    assert "llvm.loop.unroll.disable" not in constant
