@@ -12,7 +12,9 @@
 - ``unroll(v, 4)`` / ``vectorize(v, 4)`` of a parallel loop was refused, though both are
   "split, then mark the inner loop"; splitting a loop twice said "has no loop named";
 - a tail='pad' split by 1 of an output was refused; a fact about sizes that are constants
-  (``A.shape[1] % 4 == 0`` with a width of 16) was refused even when true."""
+  (``A.shape[1] % 4 == 0`` with a width of 16) was refused even when true;
+- a tail='pad' split of a fused loop with a producer computed inside it read the producer
+  below its region (a memory-safety fuzzer with guard pages found it)."""
 import numpy as np
 import pytest
 
@@ -223,3 +225,30 @@ def test_a_fact_about_constant_sizes_is_taken_when_true_and_refused_when_false()
         s.assume(A.shape[1] % 3 == 0)
     with pytest.raises(sl.AlgorithmError, match=r"sl.assume\(64 < 10\): the fact is false"):
         sl.assume(A.shape[0] < 10)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 9, 15, 16, 17, 40])
+def test_pad_split_of_a_fused_loop_with_a_producer_inside_reads_only_what_it_computed(n):
+    # the padded iterations are clamped back onto the last point; the producer's region
+    # was taken from the unclamped index, came out empty, and the consumer read below it
+    A = sl.Input("A", sl.int32, ("N",))
+    x = sl.Var("x")
+    f = sl.Func("f")
+    f[x] = A[x] * 2
+    g = sl.Func("g")
+    g[x] = f[x] + 1
+    o = sl.Func("o", shape=(A.shape[0],))
+    o[x] = g[x] + 1
+    s = sl.Schedule(o)
+    s[g].compute_root()
+    s[g].split("x", 2, tail="guard")
+    s[g].fuse("x.o", "x.i")
+    s[g].split("x.o.x.i.f", 8, tail="pad")
+    s[f].compute_at(g, "x.o.x.i.f.i")
+    a = np.arange(n, dtype=np.int32)
+    np.testing.assert_array_equal(sl.compile(o, s)(A=a), a * 2 + 2)
+
+
+def test_pad_split_of_a_fused_loop_passes_the_bounds_checked_build(monkeypatch):
+    monkeypatch.setenv("SCHEDLANG_DEBUG", "bounds")
+    test_pad_split_of_a_fused_loop_with_a_producer_inside_reads_only_what_it_computed(11)

@@ -260,6 +260,10 @@ class StageLoops:
             if bound is not None:
                 body = ir.IfThenElse(E.binary("lt", _v(self.let_name(n)), bound), body)
             in_range = self.fused_raw(n)
+            if in_range is not None and not self._pieces_in_range(self.defs[n][1]):
+                # a tail='pad' split of the fused loop runs past it, and the clamp brings
+                # those iterations back onto real points: it is no identity there
+                in_range = None
             if in_range is None:
                 in_range = self.split_range(n)
             body = ir.LetStmt(self.let_name(n), self.shallow(n), body, in_range)
