@@ -218,6 +218,38 @@ def _without_last_barrier(s):
     return s
 
 
+def _one_barrier_in_a_row(s):
+    """``s`` with a barrier that directly follows another dropped: two fills in a row
+    (a GEMM's slices of A and B) each wait before and after, and the second wait before
+    is the first one's wait after."""
+    def fn(n):
+        if not isinstance(n, ir.Block):
+            return None
+        out = []
+        for c in n.stmts:
+            c = ir.map_stmt(c, fn)
+            for x in c.stmts if isinstance(c, ir.Block) else [c]:
+                if out and isinstance(out[-1], ir.Barrier):
+                    x = _without_first_barrier(x)
+                if x is not None:
+                    out.append(x)
+        return ir.make_block(out)
+    return ir.map_stmt(s, fn)
+
+
+def _without_first_barrier(s):
+    """``s`` less the barrier it starts with, looking through the lets and allocations
+    around its first statement (shared storage is declared for the whole kernel)."""
+    if isinstance(s, ir.Barrier):
+        return None
+    if isinstance(s, ir.Block):
+        return ir.make_block([_without_first_barrier(s.stmts[0])] + list(s.stmts[1:]))
+    if isinstance(s, (ir.LetStmt, ir.Allocate)) and s.body is not None:
+        body = _without_first_barrier(s.body)
+        return s.replace(body=body) if body is not None else None
+    return s
+
+
 def _rebuild(s, inner, new_inner):
     """``s`` with its sub-statement ``inner`` (reached through the block chain) replaced."""
     if s is inner:
@@ -370,7 +402,7 @@ class _Block:
                 # before reading
                 return ir.Block([ir.Barrier("shared"), n, ir.Barrier("shared")])
             return None
-        return ir.map_stmt(s, sized)
+        return _one_barrier_in_a_row(ir.map_stmt(s, sized))
 
     def check_cooperative(self, nest, phase, chain, chain_vars, allocs):
         """Refuse a gpu_threads ``nest`` inside the phase's thread loops ``chain`` that the

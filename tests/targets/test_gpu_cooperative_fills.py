@@ -34,8 +34,9 @@ def test_the_fills_sit_between_barriers_and_the_sums_stay_in_registers():
     C, s = gemm(64, 64, 64)
     src = sl.compile(C, s, target="cuda").source
     body = src[src.index("for (long long C_s0_k_o"):]
-    # a barrier before each fill (the last readers are done) and after it (it is complete)
-    assert body.count("__syncthreads();") >= 3
+    # a barrier before the fills (the last readers are done), one between them, and one
+    # after them (they are complete): the second fill's wait before is the first's after
+    assert body.count("__syncthreads();") == 3, body
     fill = body.index("B_C[")
     assert body.rfind("__syncthreads();", 0, fill) != -1
     # the four sums of a thread's 2 x 2 tile are registers declared before the k loop
