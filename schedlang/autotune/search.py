@@ -36,7 +36,7 @@ from .keys import (check_threads, concrete_sizes, estimated_sizes, estimated_siz
                    size_names, symbolic_sizes, workload_key)
 from .measure import Bench, CompilePool, kernel_result
 from .progress import Progress
-from .space import SIZE_ESTIMATES, children, realize
+from .space import children, realize, size_estimates
 from .templates import seed_schedules
 
 STRATEGIES = ("beam", "model")
@@ -494,22 +494,12 @@ def tune(f, target="llvm", beam=4, budget_s=60, strategy="beam", *, threads=None
         sizes = estimated_sizes(outputs)
         warnings.warn(estimated_sizes_note(outputs, sizes), stacklevel=3)
     shapes = concrete_sizes(outputs, sizes)
-    # templates and actions size their tiles at the sizes tuned for
-    estimates = SIZE_ESTIMATES.set(dict(sizes) if sizes else None)
-    try:
-        return _tune(outputs, target, beam, budget_s, strategy, threads, sizes, shapes, jobs,
-                     database, progress, summary, store, seeds, extra, rng_seed)
-    finally:
-        SIZE_ESTIMATES.reset(estimates)
-
-
-def _tune(outputs, target, beam, budget_s, strategy, threads, sizes, shapes, jobs, database,
-          progress, summary, store, seeds, extra, rng_seed):
     key = workload_key(outputs, target, sizes, threads)
     db = TuningDatabase(database)
     name = ", ".join(o.name for o in outputs)
     prog = Progress(name, budget_s, progress, summary_enabled=summary)
-    start_items = [(nm, s) for nm, s in seed_schedules(outputs, threads, target)]
+    with size_estimates(sizes):     # templates size their tiles at the sizes tuned for
+        start_items = [(nm, s) for nm, s in seed_schedules(outputs, threads, target)]
     if extra is not None:
         start_items.insert(0, (FRONTEND_SEED, extra))
     start_items = [(GIVEN_SEED, s) for s in seeds] + start_items
@@ -521,7 +511,8 @@ def _tune(outputs, target, beam, budget_s, strategy, threads, sizes, shapes, job
     try:
         if strategy == "model":
             search.history = db.measurements(key.machine, FEATURE_VERSION)
-        best = search.run(start_items)
+        with size_estimates(sizes):     # and so do the search's moves
+            best = search.run(start_items)
     finally:
         search.close()
     report = search.report

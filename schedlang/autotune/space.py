@@ -15,6 +15,7 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import math
@@ -88,6 +89,17 @@ _REGIONS = {}
 SIZE_ESTIMATES = contextvars.ContextVar("schedlang_size_estimates", default=None)
 
 
+@contextlib.contextmanager
+def size_estimates(sizes):
+    """Within the block, symbolic sizes count as ``sizes`` (a dict, or None) for
+    ``extents_of``. Example: ``with size_estimates({"N": 1024}): seed_schedules([C], 2)``."""
+    token = SIZE_ESTIMATES.set(dict(sizes) if sizes else None)
+    try:
+        yield
+    finally:
+        SIZE_ESTIMATES.reset(token)
+
+
 def _extent_value(x):
     """An extent as an int: a constant, or one computed from ``SIZE_ESTIMATES``; else None."""
     if isinstance(x, E.Const):
@@ -145,8 +157,8 @@ def extents_of(s):
     by_var = {}
     for o in s.outputs:
         for a, x in zip(o.definitions[0].args, o.shape or ()):
-            if _extent_value(x) is not None:
-                by_var[a.name] = _extent_value(x)
+            if (n := _extent_value(x)) is not None:
+                by_var[a.name] = n
     regions = stored_regions(s.outputs)
     out = {}
     for f in s.funcs:

@@ -103,9 +103,7 @@ class StageLoops:
             pure_ok = self.index == 0 and sp.old not in self.rvar_names and not has_red
             if pure_ok and prove(E.binary("ge", e, f), facts):
                 return "shift"
-            if pure_ok and const_value(e) is None and self._serial_pieces(sp.inner):
-                return "shift_guarded"
-            return "guard"
+            return "shift_guarded" if pure_ok and self._shifts_guarded(sp, e) else "guard"
         if sp.tail == "shift":
             if has_red:
                 raise ScheduleError(f"split({sp.old}, {f}, tail='shift') on {self.st.name}: "
@@ -117,23 +115,23 @@ class StageLoops:
                 # the extent may be shorter than one split: shifted while it is not, else
                 # one guarded piece; a constant shorter extent is simply guarded (the same
                 # values, partitioned into a vector loop and a short tail)
-                return "shift_guarded" if const_value(e) is None and \
-                    self._serial_pieces(sp.inner) else "guard"
+                return "shift_guarded" if self._shifts_guarded(sp, e) else "guard"
             return "shift"
         if sp.tail == "pad":
             return "exact" if divisible else "pad"
         return "exact" if divisible else "guard"
 
-    def _serial_pieces(self, name):
-        """True when loop ``name`` and every loop split or fused from it run in order: a
-        symbolic extent is then split with shifted tiles (``shift_guarded``: full tiles
-        whenever the extent allows, whose regions ``specialize_tiles`` makes constant).
-        A vectorized or unrolled piece keeps the guard, which ``partition_loops`` turns
-        into a vector loop and a short tail."""
-        if is_gpu_target(self.ctx.target):
+    def _shifts_guarded(self, sp, e):
+        """True when split ``sp`` of a loop of extent ``e`` that may be shorter than one
+        piece is shifted inward while it is not (``shift_guarded``): when ``e`` is symbolic
+        and the inner loop and every loop split or fused from it run in order. Its tiles
+        are then full whenever the extent allows, and ``specialize_tiles`` makes their
+        regions constant. A vectorized or unrolled piece keeps the guard, which
+        ``partition_loops`` turns into a vector loop and a short tail."""
+        if const_value(e) is not None or is_gpu_target(self.ctx.target):
             return False    # GPU tiles take their storage's constant upper bound instead
         kinds = {d.name: d.kind for d in self.st.dims}
-        todo = [name]
+        todo = [sp.inner]
         while todo:
             n = todo.pop()
             if n in kinds:

@@ -187,6 +187,7 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
         self.dense_lets = {}  # let var name -> True when bound to a stride-1 ramp
         self.fs = None
         self._outlined = 0
+        self._loop_ids = 0          # loop metadata nodes made so far (each loop has its own)
         self._uses_half = False
         self.streaming_stores = 0   # non-temporal stores emitted so far
 
@@ -489,7 +490,7 @@ class LLVMCodegen(MemoryCodegen, ArithmeticCodegen):
         itself first, as LLVM's loop IDs do (a unique string keeps two loops' apart
         while it is built)."""
         m = self.b.module
-        self._loop_ids = getattr(self, "_loop_ids", 0) + 1
+        self._loop_ids += 1
         disable = m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.disable")])
         loop_id = m.add_metadata([ir.MetaDataString(m, f"{var}.{self._loop_ids}")])
         loop_id.operands = (loop_id, disable)

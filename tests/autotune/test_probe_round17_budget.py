@@ -5,11 +5,10 @@
 - with symbolic sizes the start-point templates found no extents and proposed nothing,
   and the search's actions knew no loop's length: they now size by the sizes tuned at."""
 import numpy as np
-import pytest
 
 import schedlang as sl
 from schedlang.autotune import measure
-from schedlang.autotune.space import SIZE_ESTIMATES, extents_of
+from schedlang.autotune.space import extents_of, size_estimates
 from schedlang.autotune.templates import seed_schedules
 
 
@@ -53,12 +52,9 @@ def test_extents_follow_the_sizes_tuned_at():
     by = _symbolic_blur()
     s = sl.Schedule(by)
     assert extents_of(s)["by"] == {"y": None, "x": None}
-    token = SIZE_ESTIMATES.set({"H": 66, "W": 130})
-    try:
+    with size_estimates({"H": 66, "W": 130}):
         assert extents_of(s)["by"] == {"y": 64, "x": 128}
         names = [n for n, _ in seed_schedules([by], 2)]
-    finally:
-        SIZE_ESTIMATES.reset(token)
     assert any(n.startswith("stencil_tile(by") for n in names), names
     assert extents_of(s)["by"] == {"y": None, "x": None}     # reset after the search
 
